@@ -1,0 +1,14 @@
+"""depthtraj: trajectory stores for depth-recurrent language models.
+
+The package is the contract (``depthtraj.models``), the store I/O (``depthtraj.store``),
+the validator (``depthtraj.validate``), the adapter protocol (``depthtraj.adapter``) and the
+analyses of *Prediction Dynamics in Depth-Recurrent Language Models* (``depthtraj.analysis``).
+Heavy dependencies (torch, transformers, dask.distributed) are imported lazily.
+"""
+
+__version__ = "0.1.0"
+
+FORMAT_VERSION = "1.0.0"
+"""The trajectory-store format version this release writes (``spec/v1``)."""
+
+__all__ = ["FORMAT_VERSION", "__version__"]

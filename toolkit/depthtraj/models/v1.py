@@ -1,0 +1,196 @@
+"""Pydantic models of format v1's root attributes (``spec/v1/index.md`` §2).
+
+A store's root group holds one namespaced attribute, ``depthtraj``, whose value is a
+:class:`StoreAttrs`. The models are strict when writing (unknown keys are rejected, the
+format version is pinned by ``Literal``) and the validator reads leniently: a store of a newer
+minor version of the same major is read with a warning (rule ``DT-ATTR-002``).
+
+The JSON Schema in ``schemas/v1/`` is generated from these models by
+``depthtraj schema export`` and a test keeps the committed copy equal to the generated one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FORMAT_VERSION: Literal["1.0.0"] = "1.0.0"
+FORMAT_MAJOR = 1
+ATTRS_KEY = "depthtraj"
+"""The single namespaced key under which the root attributes live."""
+
+Dtype = Literal["bfloat16", "float16", "float32", "float64"]
+ReadoutKind = Literal["label", "text"]
+Normalization = Literal["none", "sum", "token", "char"]
+
+_Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+class AdapterInfo(_Model):
+    """The adapter that wrote the store."""
+
+    name: _Name = Field(description="Entry-point name of the adapter, e.g. `huginn`.")
+    version: _Name = Field(description="Version of the adapter code.")
+
+
+class ModelInfo(_Model):
+    """Identity of the recurrent model whose trajectories the store holds."""
+
+    name: _Name = Field(description="Model name or hub id, e.g. `tomg-group-umd/huginn-0125`.")
+    family: _Name = Field(description="Architecture family, e.g. `raven`, `ouro`.")
+    revision: str = Field(
+        description="Pinned revision (commit hash) of the weights and code, or `local` for a "
+        "checkpoint directory that has none."
+    )
+    adapter: AdapterInfo
+
+
+class PromptTemplate(_Model):
+    """The prompt template used to render every question."""
+
+    id: _Name = Field(description="Stable identifier of the template, e.g. `mc-label-v1`.")
+    text: str = Field(description="The template text, with `{placeholders}`.")
+
+
+class Readout(_Model):
+    """How the per-candidate `score` was read out (paper §4 'Score constructions').
+
+    ``kind='label'`` is F1 (`pd:eq:f1`): `score` is the log-probability of each candidate's
+    label token, all from one predictive distribution; ``normalization`` is ``none``.
+    ``kind='text'`` is F2 (`pd:eq:f2`, options not displayed) or F3 (options displayed): `score`
+    is the continuation log-likelihood normalised as ``normalization`` says
+    (`pd:app:eq:text-scoring`).
+    """
+
+    kind: ReadoutKind
+    options_displayed: bool = Field(description="Whether the prompt lists the answer options.")
+    normalization: Normalization = Field(
+        description="`none` for label readouts; for text readouts `sum` (total log-likelihood), "
+        "`token` (mean per continuation token) or `char` (per character, leading space included)."
+    )
+    prompt_template: PromptTemplate
+    target_delimiter: str = Field(
+        default=" ", description="String between the prompt and the scored target (lm-eval)."
+    )
+    fewshot: int = Field(default=0, ge=0, description="Number of in-context examples.")
+
+    @model_validator(mode="after")
+    def _normalization_matches_kind(self) -> Readout:
+        if self.kind == "label" and self.normalization != "none":
+            raise ValueError("label readouts have normalization 'none'")
+        if self.kind == "text" and self.normalization == "none":
+            raise ValueError("text readouts need a normalization: sum, token or char")
+        return self
+
+
+class PrecisionArm(_Model):
+    """One arithmetic arm of the `precision` dim (`pd:app:extended-precision`).
+
+    The recurrence (prelude, core iterations) runs in ``recurrence_dtype``; the readout head
+    (coda, final norm and output projection) runs in ``head_dtype`` on the same hidden values.
+    """
+
+    name: _Name = Field(description="Coordinate value on the `precision` dim, e.g. `bf16`.")
+    recurrence_dtype: Dtype
+    head_dtype: Dtype
+    weights_dtype: Dtype = Field(
+        default="bfloat16",
+        description="Precision the weights were rounded to before being cast for this arm.",
+    )
+
+
+class TaskInfo(_Model):
+    """One benchmark task present in the store's `task` coordinate."""
+
+    name: _Name = Field(description="Value used in the `task` coordinate, e.g. `arc_challenge`.")
+    source: str = Field(description="Where the questions came from (dataset id, file).")
+    split: str = Field(description="Split name, e.g. `test`.")
+    license: str = Field(description="Licence of the questions, e.g. `CC-BY-SA-4.0`.")
+
+
+class Seeds(_Model):
+    """How the per-question initial-state seeds (`seed` coordinate) were derived."""
+
+    base: int = Field(description="Base seed given to the collector.")
+    scheme: str = Field(
+        description="How `seed[question]` follows from `base` and the question id, so it is "
+        "independent of batch composition."
+    )
+
+
+class StoreAttrs(_Model):
+    """The root attribute object ``attrs['depthtraj']`` of a format-v1 trajectory store."""
+
+    format_version: Literal["1.0.0"] = Field(
+        default=FORMAT_VERSION, description="Semantic version of the store format."
+    )
+    model: ModelInfo
+    readout: Readout
+    endpoint: int = Field(ge=1, description="Endpoint depth T: the last recorded recurrence step.")
+    precision: list[PrecisionArm] = Field(min_length=1)
+    tasks: list[TaskInfo] = Field(min_length=1)
+    software: dict[str, str] = Field(
+        description="Versions of the software that wrote the store (depthtraj, torch, ...)."
+    )
+    created: _dt.datetime = Field(description="Creation time, ISO 8601 with time zone.")
+    seeds: Seeds
+    device: str | None = Field(default=None, description="Device the model ran on.")
+    notes: str | None = None
+
+    @field_validator("precision")
+    @classmethod
+    def _unique_arm_names(cls, v: list[PrecisionArm]) -> list[PrecisionArm]:
+        names = [a.name for a in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"precision arm names must be unique, got {names}")
+        return v
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique_task_names(cls, v: list[TaskInfo]) -> list[TaskInfo]:
+        names = [t.name for t in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task names must be unique, got {names}")
+        return v
+
+    @field_validator("created")
+    @classmethod
+    def _aware(cls, v: _dt.datetime) -> _dt.datetime:
+        if v.tzinfo is None:
+            raise ValueError("created must carry a time zone")
+        return v
+
+    def to_attrs(self) -> dict:
+        """The JSON-serialisable ``{'depthtraj': {...}}`` mapping for the root group."""
+        return {ATTRS_KEY: self.model_dump(mode="json")}
+
+
+#: Standard precision arms (`pd:app:extended-precision`).
+STANDARD_ARMS: dict[str, PrecisionArm] = {
+    "bf16": PrecisionArm(name="bf16", recurrence_dtype="bfloat16", head_dtype="bfloat16"),
+    "bf16-fp32head": PrecisionArm(
+        name="bf16-fp32head", recurrence_dtype="bfloat16", head_dtype="float32"
+    ),
+    "fp32": PrecisionArm(name="fp32", recurrence_dtype="float32", head_dtype="float32"),
+}
+
+__all__ = [
+    "ATTRS_KEY",
+    "FORMAT_MAJOR",
+    "FORMAT_VERSION",
+    "STANDARD_ARMS",
+    "AdapterInfo",
+    "ModelInfo",
+    "PrecisionArm",
+    "PromptTemplate",
+    "Readout",
+    "Seeds",
+    "StoreAttrs",
+    "TaskInfo",
+]

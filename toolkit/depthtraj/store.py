@@ -1,0 +1,479 @@
+"""Reading and writing format-v1 trajectory stores (``spec/v1/index.md``).
+
+A store is a zarr v3 group. :class:`TrajectoryWriter` is the one writer every adapter uses:
+
+1. :meth:`TrajectoryWriter.create` writes the template for N questions: root attrs, all
+   coordinates, the per-question metadata (candidate texts and labels, arrangement orders) and
+   empty data variables chunked along ``question`` only.
+2. :meth:`TrajectoryWriter.write` writes one region of whole chunks (every data variable), then
+   marks its questions ``complete``. Each chunk file is replaced atomically on local stores, so a
+   writer killed at any point leaves every chunk either old or new and its questions incomplete.
+3. :meth:`TrajectoryWriter.resume` reopens a store, checks that the coordinates and attrs equal
+   the expected ones (never rewriting ids) and lists the chunks still to do.
+4. :meth:`TrajectoryWriter.finalize` consolidates metadata once every question is complete.
+
+:func:`open_store` opens any conforming store (local path or fsspec URL) as a lazy,
+dask-backed :class:`xarray.Dataset`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import layout as L
+from .models.v1 import ATTRS_KEY, StoreAttrs
+
+DEFAULT_CHUNK = 256
+SEED_SCHEME = "blake2b-64(f'{base}:{question_id}') & (2**63-1)"
+
+
+class StoreError(Exception):
+    """A store cannot be created, opened or resumed as asked (one-line message)."""
+
+
+def question_seed(base: int, question_id: str) -> int:
+    """The initial-state seed of one question: a hash of the base seed and the question id.
+
+    It depends on nothing else, so a question's initial state is the same whatever batch,
+    shard or order it is collected in. Returns a non-negative int64.
+    """
+    digest = hashlib.blake2b(f"{base}:{question_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+@dataclass
+class QuestionSet:
+    """The per-question metadata of a store, known before any model runs.
+
+    Arrays are indexed by question; ``candidate_text`` and ``candidate_label`` are
+    ``[question, candidate]`` with '' past each question's ``n_candidates``;
+    ``arrangement_order`` is ``[question, arrangement, position]`` with -1 past
+    ``n_candidates`` (identity order when omitted).
+    """
+
+    id: list[str]
+    task: list[str]
+    subject: list[str]
+    label: list[int]
+    candidate_text: list[list[str]]
+    candidate_label: list[list[str]]
+    seed: list[int] = field(default_factory=list)
+    arrangement_order: np.ndarray | None = None
+    prompt: list[str] | None = None  # not stored; carried for the collector
+
+    def __post_init__(self) -> None:
+        n = len(self.id)
+        for name in ("task", "subject", "label", "candidate_text", "candidate_label"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"QuestionSet.{name} has {len(getattr(self, name))} rows, expected {n}")
+        if len(set(self.id)) != n:
+            dup = next(i for i in self.id if self.id.count(i) > 1)
+            raise ValueError(f"question id {dup!r} occurs more than once")
+        if self.arrangement_order is None:
+            k = self.k_max
+            order = np.full((n, 1, k), -1, dtype=np.int8)
+            for i, kk in enumerate(self.n_candidates):
+                order[i, 0, :kk] = np.arange(kk)
+            self.arrangement_order = order
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    @property
+    def n_candidates(self) -> np.ndarray:
+        return np.array([len(c) for c in self.candidate_text], dtype=np.int8)
+
+    @property
+    def k_max(self) -> int:
+        return int(self.n_candidates.max()) if len(self.id) else 0
+
+    def with_seeds(self, base: int) -> QuestionSet:
+        """A copy whose ``seed`` is :func:`question_seed` of each id."""
+        qs = QuestionSet(**{**self.__dict__})
+        qs.seed = [question_seed(base, q) for q in self.id]
+        return qs
+
+    def padded(self, name: str) -> np.ndarray:
+        k = self.k_max
+        rows = getattr(self, name)
+        out = np.full((len(rows), k), "", dtype=object)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = r
+        return out
+
+
+def _object_strings(values: Iterable[str]) -> np.ndarray:
+    return np.array(list(values), dtype=object)
+
+
+def build_template(
+    attrs: StoreAttrs,
+    questions: QuestionSet,
+    *,
+    depths: Sequence[int],
+    arrangements: int | None = None,
+    optional: Iterable[str] = (),
+    chunk_size: int = DEFAULT_CHUNK,
+    score_dtype: str = "float32",
+):
+    """The lazy :class:`xarray.Dataset` template of a new store (data variables unwritten).
+
+    Returns ``(dataset, encoding)`` for ``to_zarr(compute=False)``.
+
+    Raises
+    ------
+    StoreError
+        when the depths, arrangements or optional variables contradict the layout or attrs.
+    """
+    import dask.array as da
+    import xarray as xr
+
+    n = len(questions)
+    if n == 0:
+        raise StoreError("a store needs at least one question")
+    depths = np.asarray(list(depths), dtype=np.int32)
+    if depths.size == 0 or np.any(np.diff(depths) <= 0) or depths[0] < 1:
+        raise StoreError(f"depths must be strictly increasing positive integers, got {depths.tolist()}")
+    if int(depths[-1]) != attrs.endpoint:
+        raise StoreError(f"the last depth {int(depths[-1])} must equal attrs.endpoint {attrs.endpoint}")
+    optional = tuple(optional)
+    unknown = set(optional) - set(L.OPTIONAL)
+    if unknown:
+        raise StoreError(f"unknown optional variables {sorted(unknown)}; known: {list(L.OPTIONAL)}")
+    order = np.asarray(questions.arrangement_order)
+    a = order.shape[1] if arrangements is None else arrangements
+    if order.shape[1] != a:
+        raise StoreError(f"arrangement_order has {order.shape[1]} arrangements, expected {a}")
+    k = questions.k_max
+    p = len(attrs.precision)
+    t = len(depths)
+    cs = max(1, min(chunk_size, n))
+    sdt = np.dtype(score_dtype)
+
+    def lazy(shape, fill, dtype):
+        chunks = (cs,) + shape[1:]
+        return da.full(shape, fill, dtype=dtype, chunks=chunks)
+
+    kind = attrs.readout.kind
+    data: dict[str, Any] = {
+        "score": (L.SCORE_DIMS, lazy((n, t, k, a, p), np.nan, sdt)),
+        "complete": ((L.QUESTION,), np.zeros(n, dtype=bool)),
+        "arrangement_order": ((L.QUESTION, L.ARRANGEMENT, L.POSITION), order.astype(np.int8)),
+        "candidate_text": ((L.QUESTION, L.CANDIDATE), questions.padded("candidate_text")),
+        "candidate_label": ((L.QUESTION, L.CANDIDATE), questions.padded("candidate_label")),
+    }
+    if kind == "text":
+        data["logprob_sum"] = (L.SCORE_DIMS, lazy((n, t, k, a, p), np.nan, sdt))
+        data["logprob_first"] = (L.SCORE_DIMS, lazy((n, t, k, a, p), np.nan, sdt))
+        data["n_tokens"] = ((L.QUESTION, L.CANDIDATE, L.ARRANGEMENT), lazy((n, k, a), 0, np.int32))
+        delim = attrs.readout.target_delimiter
+        n_chars = np.zeros((n, k), dtype=np.int32)
+        for i, cands in enumerate(questions.candidate_text):
+            n_chars[i, : len(cands)] = [len(delim + c) for c in cands]
+        data["n_chars"] = ((L.QUESTION, L.CANDIDATE), n_chars)
+    for name in optional:
+        data[name] = (L.DEPTH_STAT_DIMS, lazy((n, t, a, p), np.nan, sdt))
+
+    seeds = np.asarray(questions.seed if questions.seed else [0] * n, dtype=np.int64)
+    coords = {
+        L.QUESTION: _object_strings(questions.id),
+        "task": (L.QUESTION, _object_strings(questions.task)),
+        "subject": (L.QUESTION, _object_strings(questions.subject)),
+        "n_candidates": (L.QUESTION, questions.n_candidates),
+        "label": (L.QUESTION, np.asarray(questions.label, dtype=np.int8)),
+        "seed": (L.QUESTION, seeds),
+        L.DEPTH: depths,
+        L.CANDIDATE: np.arange(k, dtype=np.int8),
+        L.ARRANGEMENT: np.arange(a, dtype=np.int8),
+        L.PRECISION: _object_strings(arm.name for arm in attrs.precision),
+        L.POSITION: np.arange(k, dtype=np.int8),
+    }
+    ds = xr.Dataset(data, coords=coords, attrs=attrs.to_attrs())
+    for name, spec in {**L.VARIABLES, **L.COORDS}.items():
+        if name in ds.variables:
+            ds[name].attrs["long_name"] = spec.description
+            if spec.units:
+                ds[name].attrs["units"] = spec.units
+    encoding = {}
+    for name, var in ds.variables.items():
+        if var.dims and var.dims[0] == L.QUESTION:
+            encoding[name] = {"chunks": (cs,) + var.shape[1:]}
+    return ds, encoding
+
+
+def _zarr_store(path: str, storage_options: Mapping[str, Any] | None = None):
+    """A zarr store for a local path or an fsspec URL."""
+    import zarr.storage
+
+    if "://" in str(path):
+        return zarr.storage.FsspecStore.from_url(str(path), storage_options=dict(storage_options or {}))
+    return zarr.storage.LocalStore(str(path))
+
+
+def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks="auto_question"):
+    """Open a trajectory store as a lazy, dask-backed :class:`xarray.Dataset`.
+
+    ``chunks='auto_question'`` (default) keeps the store's own question chunks (other dims
+    whole); pass an int to rechunk along ``question`` for analysis.
+
+    Raises
+    ------
+    StoreError
+        when the path does not exist or is not a zarr group.
+    """
+    import xarray as xr
+
+    group = _require_group(path, storage_options)
+    ds = xr.open_zarr(
+        str(path),
+        consolidated=group.metadata.consolidated_metadata is not None,
+        chunks={},
+        storage_options=dict(storage_options) if storage_options else None,
+        zarr_format=3,
+        decode_timedelta=False,
+    )
+    if isinstance(chunks, int):
+        ds = ds.chunk({L.QUESTION: chunks})
+    return ds
+
+
+def _require_group(path, storage_options=None):
+    import zarr
+
+    p = str(path)
+    if "://" not in p:
+        import os
+
+        if not os.path.exists(p):
+            raise StoreError(f"{p}: no such file or directory")
+    try:
+        return zarr.open_group(store=_zarr_store(p, storage_options), mode="r", zarr_format=3)
+    except Exception as exc:  # zarr raises several types here
+        raise StoreError(f"{p}: not a zarr v3 group ({type(exc).__name__}: {exc})") from None
+
+
+def read_attrs(path, *, storage_options=None) -> dict:
+    """The raw ``attrs['depthtraj']`` mapping of a store (no validation)."""
+    g = _require_group(path, storage_options)
+    value = g.attrs.get(ATTRS_KEY)
+    if not isinstance(value, dict):
+        raise StoreError(f"{path}: root attrs have no '{ATTRS_KEY}' object")
+    return value
+
+
+class TrajectoryWriter:
+    """Write a format-v1 store chunk by chunk; see the module docstring for the protocol."""
+
+    def __init__(self, path, group, attrs: StoreAttrs):
+        self.path = str(path)
+        self.group = group
+        self.attrs = attrs
+        self.n_questions = int(group["complete"].shape[0])
+        self.chunk_size = int(group["complete"].chunks[0])
+        self.data_variables = [v for v in L.DATA_VARIABLES if v in group]
+
+    # -- creation and reopening -------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path,
+        attrs: StoreAttrs,
+        questions: QuestionSet,
+        *,
+        depths: Sequence[int] | None = None,
+        arrangements: int | None = None,
+        optional: Iterable[str] = (),
+        chunk_size: int = DEFAULT_CHUNK,
+        score_dtype: str = "float32",
+        overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> TrajectoryWriter:
+        """Write the template of a new store and return a writer for it.
+
+        Raises
+        ------
+        StoreError
+            when the path exists (and ``overwrite`` is false) or the template is inconsistent.
+        """
+        import zarr
+
+        p = str(path)
+        store = _zarr_store(p, storage_options)
+        if not overwrite and _exists(p, storage_options):
+            raise StoreError(f"{p}: already exists (use resume, or overwrite)")
+        depths = list(depths) if depths is not None else list(range(1, attrs.endpoint + 1))
+        ds, enc = build_template(
+            attrs, questions, depths=depths, arrangements=arrangements, optional=optional,
+            chunk_size=chunk_size, score_dtype=score_dtype,
+        )
+        ds.to_zarr(store, mode="w", zarr_format=3, consolidated=False, compute=False, encoding=enc)
+        group = zarr.open_group(store=store, mode="r+", zarr_format=3)
+        return cls(p, group, attrs)
+
+    @classmethod
+    def resume(
+        cls,
+        path,
+        questions: QuestionSet | None = None,
+        attrs: StoreAttrs | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> TrajectoryWriter:
+        """Reopen a store for writing, checking it is the same collection.
+
+        Raises
+        ------
+        StoreError
+            when the store is missing or its ids, coordinates or attrs differ from the
+            expected ones (nothing is rewritten).
+        """
+        import zarr
+
+        p = str(path)
+        _require_group(p, storage_options)
+        group = zarr.open_group(store=_zarr_store(p, storage_options), mode="r+", zarr_format=3)
+        raw = group.attrs.get(ATTRS_KEY)
+        try:
+            stored = StoreAttrs.model_validate(raw)
+        except Exception as exc:
+            raise StoreError(f"{p}: attrs.{ATTRS_KEY} do not parse as format v1: {exc}") from None
+        if attrs is not None:
+            for field_name in ("model", "readout", "endpoint", "precision", "seeds"):
+                if getattr(stored, field_name) != getattr(attrs, field_name):
+                    raise StoreError(
+                        f"{p}: attrs.{ATTRS_KEY}.{field_name} differs from this run's; "
+                        "resume only with the settings that created the store"
+                    )
+        if questions is not None:
+            _check_questions(p, group, questions)
+        return cls(p, group, stored)
+
+    # -- writing ----------------------------------------------------------------------------
+    def chunks(self) -> list[slice]:
+        """Every question chunk of the store, as slices in question order."""
+        n, c = self.n_questions, self.chunk_size
+        return [slice(s, min(s + c, n)) for s in range(0, n, c)]
+
+    def complete(self) -> np.ndarray:
+        """``complete[question]`` as stored now (bool, length N)."""
+        return np.asarray(self.group["complete"][:], dtype=bool)
+
+    def pending(self) -> list[slice]:
+        """Chunks with at least one incomplete question (these are rewritten whole)."""
+        done = self.complete()
+        return [s for s in self.chunks() if not done[s].all()]
+
+    def write(self, region: slice, **arrays: np.ndarray) -> None:
+        """Write every data variable of a whole-chunk region, then mark it complete.
+
+        ``arrays`` maps each data variable of the store (``score`` and whichever of
+        ``logprob_sum``, ``logprob_first``, ``n_tokens``, ``logsumexp``,
+        ``latent_step_norm`` it has) to an array whose first axis spans the region.
+
+        Raises
+        ------
+        StoreError
+            when the region is not made of whole chunks, a variable is missing or extra,
+            or a shape differs from the store's.
+        """
+        start, stop = region.start or 0, region.stop
+        n, c = self.n_questions, self.chunk_size
+        if start % c or (stop % c and stop != n) or not 0 <= start < stop <= n:
+            raise StoreError(
+                f"{self.path}: region {start}:{stop} is not whole chunks of {c} questions"
+            )
+        missing = set(self.data_variables) - set(arrays)
+        extra = set(arrays) - set(self.data_variables)
+        if missing or extra:
+            raise StoreError(
+                f"{self.path}: write needs exactly {self.data_variables}; "
+                f"missing {sorted(missing)}, unexpected {sorted(extra)}"
+            )
+        for name in self.data_variables:
+            arr = self.group[name]
+            value = np.asarray(arrays[name])
+            expected = (stop - start,) + tuple(arr.shape[1:])
+            if value.shape != expected:
+                raise StoreError(f"{self.path}: {name} has shape {value.shape}, expected {expected}")
+            arr[start:stop] = value.astype(arr.dtype, copy=False)
+        self.group["complete"][start:stop] = True
+
+    def finalize(self) -> None:
+        """Consolidate metadata (call once, after the last chunk).
+
+        Raises
+        ------
+        StoreError
+            when questions are still incomplete.
+        """
+        import zarr
+
+        left = int((~self.complete()).sum())
+        if left:
+            raise StoreError(f"{self.path}: {left} questions are incomplete; cannot finalize")
+        import warnings
+
+        with warnings.catch_warnings():
+            # zarr notes that consolidated metadata is not (yet) part of the v3 spec; readers
+            # that ignore it still read the store (spec §4.2, DT-STRUCT-010).
+            warnings.simplefilter("ignore", category=UserWarning)
+            zarr.consolidate_metadata(self.group.store, zarr_format=3)
+
+
+def _exists(path: str, storage_options=None) -> bool:
+    if "://" in path:
+        import fsspec
+
+        fs, _, paths = fsspec.get_fs_token_paths(path, storage_options=dict(storage_options or {}))
+        return fs.exists(paths[0])
+    import os
+
+    return os.path.exists(path)
+
+
+def _check_questions(path: str, group, questions: QuestionSet) -> None:
+    stored_ids = np.asarray(group[L.QUESTION][:], dtype=object)
+    if len(stored_ids) != len(questions):
+        raise StoreError(
+            f"{path}: store has {len(stored_ids)} questions, this run has {len(questions)}"
+        )
+    expected = {
+        L.QUESTION: np.asarray(questions.id, dtype=object),
+        "task": np.asarray(questions.task, dtype=object),
+        "n_candidates": questions.n_candidates,
+        "label": np.asarray(questions.label, dtype=np.int8),
+        "seed": np.asarray(questions.seed, dtype=np.int64) if questions.seed else None,
+    }
+    for name, want in expected.items():
+        if want is None:
+            continue
+        have = np.asarray(group[name][:])
+        bad = np.flatnonzero(have.astype(want.dtype) != want)
+        if bad.size:
+            i = int(bad[0])
+            raise StoreError(
+                f"{path}: coordinate {name}[{i}] is {have[i]!r} in the store but {want[i]!r} "
+                "in this run; refusing to resume a different collection"
+            )
+    have_text = np.asarray(group["candidate_text"][:], dtype=object)
+    want_text = questions.padded("candidate_text")
+    if have_text.shape != want_text.shape or np.any(have_text != want_text):
+        raise StoreError(f"{path}: candidate_text differs from this run's questions")
+
+
+__all__ = [
+    "DEFAULT_CHUNK",
+    "SEED_SCHEME",
+    "QuestionSet",
+    "StoreError",
+    "TrajectoryWriter",
+    "build_template",
+    "open_store",
+    "question_seed",
+    "read_attrs",
+]
