@@ -1,0 +1,83 @@
+"""Task loaders on the real release files and on malformed input."""
+
+import json
+
+import pytest
+
+from depthtraj.tasks import TaskError, load_task, render_label_prompt
+
+
+def test_arc_real_file(shared_data):
+    qs = load_task("arc_challenge", shared_data / "arc_challenge" / "test.jsonl")
+    assert len(qs) == 1172  # shared/data/README.md
+    ks = {len(q.choices) for q in qs}
+    assert ks == {3, 4, 5}
+    numeric = [q for q in qs if q.choice_labels[0] == "1"]
+    assert numeric and all(0 <= q.answer < len(q.choices) for q in numeric)
+    q = qs[0]
+    assert q.id == "Mercury_7175875" and q.answer == 2  # answerKey "C"
+
+
+def test_mmlu_real_dir(shared_data):
+    qs = load_task("mmlu", shared_data / "mmlu" / "test")
+    assert len(qs) == 14042  # shared/data/README.md
+    assert len({q.subject for q in qs}) == 57
+    multiline = [q for q in qs if "\n" in q.stem]
+    assert multiline  # quoted newlines survive
+    assert all(len(q.choices) == 4 for q in qs)
+
+
+def test_mmlu_single_file_and_limit(shared_data):
+    qs = load_task("mmlu", shared_data / "mmlu" / "dev" / "anatomy_dev.csv", limit=3)
+    assert [q.id for q in qs] == ["anatomy/dev/0", "anatomy/dev/1", "anatomy/dev/2"]
+
+
+def test_prompts_follow_lm_eval_conventions(shared_data):
+    arc = load_task("arc_challenge", shared_data / "arc_challenge" / "test.jsonl", limit=1)[0]
+    text = render_label_prompt(arc)
+    assert text.startswith("Question: An astronomer")
+    assert "\nA. Planetary density will decrease.\n" in text and text.endswith("\nAnswer:")
+    mm = load_task("mmlu", shared_data / "mmlu" / "test" / "anatomy_test.csv", limit=1)[0]
+    text = render_label_prompt(mm)
+    assert text.startswith("The following are multiple choice questions (with answers) about anatomy.\n\n")
+    assert text.endswith("\nD. paralysis of the facial muscles, loss of taste, lacrimation and decreased salivation.\nAnswer:")
+
+
+def test_arrangement_order_in_prompt():
+    from depthtraj.tasks import Question
+
+    q = Question("x", "arc_challenge", "", "Stem?", ("a", "b", "c"), ("A", "B", "C"), 0)
+    assert render_label_prompt(q, order=[2, 0, 1]).splitlines()[1:4] == ["A. c", "B. a", "C. b"]
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ("{not json", r"arc.jsonl:2: not valid JSON"),
+        (json.dumps({"id": "x"}), r"arc.jsonl:2: not an AI2 ARC record"),
+        (json.dumps({"id": "y", "question": {"stem": "s", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}]}, "answerKey": "E"}), "answerKey 'E'"),
+    ],
+)
+def test_malformed_arc_line(tmp_path, line, match):
+    good = json.dumps({"id": "ok", "question": {"stem": "s", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}]}, "answerKey": "A"})
+    p = tmp_path / "arc.jsonl"
+    p.write_text(good + "\n" + line + "\n")
+    with pytest.raises(TaskError, match=match):
+        load_task("arc_challenge", p)
+
+
+def test_malformed_mmlu_row(tmp_path):
+    p = tmp_path / "x_test.csv"
+    p.write_text('q,a,b,c,d,A\n"q2",a,b,c,d\n')
+    with pytest.raises(TaskError, match="row 2: expected 6 fields"):
+        load_task("mmlu", p)
+    p.write_text("q,a,b,c,d,F\n")
+    with pytest.raises(TaskError, match="answer 'F'"):
+        load_task("mmlu", p)
+
+
+def test_unknown_task_and_missing_file(tmp_path):
+    with pytest.raises(TaskError, match="unknown task 'hellaswag'"):
+        load_task("hellaswag", tmp_path)
+    with pytest.raises(TaskError, match="no such file"):
+        load_task("arc_challenge", tmp_path / "nope.jsonl")

@@ -1,0 +1,244 @@
+"""The ``depthtraj`` command line.
+
+Every heavy import (xarray, dask, zarr, torch, transformers) happens inside the command that
+needs it, so ``depthtraj --help`` stays instant. User errors print one line on stderr and exit
+with code 2; nothing partial is written.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(
+    name="depthtraj",
+    help="Trajectory stores for depth-recurrent language models: collect, validate, analyse.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+schema_app = typer.Typer(help="The JSON Schema of the store attributes.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+
+USER_ERROR = 2
+
+
+class UserError(Exception):
+    """An error caused by the user's input: printed as one line, exit code 2."""
+
+
+def fail(message: str) -> None:
+    """Print ``depthtraj: error: <message>`` on stderr and exit with code 2."""
+    typer.echo(f"depthtraj: error: {message}", err=True)
+    raise typer.Exit(USER_ERROR)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from . import FORMAT_VERSION, __version__
+
+        typer.echo(f"depthtraj {__version__} (store format {FORMAT_VERSION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version."),
+    ] = None,
+) -> None:
+    """depthtraj: collect, validate and analyse answer trajectories across recurrence depth."""
+
+
+@schema_app.command("export")
+def schema_export(
+    out: Annotated[Path, typer.Argument(help="Directory to write <version>/store-attrs.schema.json under.")] = Path("schemas"),
+) -> None:
+    """Write the JSON Schema of every format version (generated from the pydantic models)."""
+    from .schema import export_schemas
+
+    for path in export_schemas(out):
+        typer.echo(str(path))
+
+
+@app.command()
+def validate(
+    store: Annotated[str, typer.Argument(help="Store path or fsspec URL.")],
+    level: Annotated[str, typer.Option(help="attrs | structure | data (each includes the previous).")] = "data",
+    format: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
+    strict: Annotated[bool, typer.Option(help="Warnings also fail (exit 1).")] = False,
+) -> None:
+    """Check a store against the format-v1 rules; exit 0 clean, 1 findings, 2 could not run."""
+    from .validate.cli import run_validate
+
+    raise typer.Exit(run_validate(store, level=level, fmt=format, strict=strict))
+
+
+@app.command()
+def analyze(
+    stores: Annotated[list[str], typer.Argument(help="One or more store paths or fsspec URLs.")],
+    grid: Annotated[
+        list[str],
+        typer.Option(help="Candidate depths: quarter | native | a list '8,16,24' | a range '4:31'. Repeatable."),
+    ] = ["quarter", "native"],
+    endpoint: Annotated[Optional[int], typer.Option(help="Endpoint depth T (default: the store's last depth).")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Whole-question bootstrap draws (0: none).")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
+    out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
+) -> None:
+    """Margin ladder and earliest qualifying depths (paper §3) of one or more stores."""
+    from .analysis.cli import run_analyze
+
+    raise typer.Exit(
+        run_analyze(stores, grids=grid, endpoint=endpoint, bootstrap=bootstrap, seed=seed, fmt=format, out=out)
+    )
+
+
+class _Progress:
+    """A rich progress bar on stderr with questions/s and ETA."""
+
+    def __init__(self, description: str):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        class _Rate(TextColumn):
+            def __init__(self):
+                super().__init__("")
+
+            def render(self, task):  # questions collected in this run per second
+                from rich.text import Text
+
+                elapsed = task.elapsed or 0.0
+                done = task.completed - task.fields.get("start", 0)
+                rate = done / elapsed if elapsed > 0 else 0.0
+                return Text(f"{rate:.2f} q/s")
+
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            _Rate(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self.description = description
+        self.task = None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.__exit__(*exc)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task(self.description, total=total, completed=done, start=done)
+        else:
+            self.progress.update(self.task, completed=done)
+
+
+@app.command()
+def collect(
+    adapter: Annotated[str, typer.Option(help="Adapter entry-point name (group depthtraj.adapters), e.g. huginn.")],
+    model: Annotated[str, typer.Option(help="Checkpoint directory (from_pretrained, trust_remote_code).")],
+    task: Annotated[str, typer.Option(help="arc_challenge | mmlu")],
+    data: Annotated[Path, typer.Option(help="ARC JSON Lines file, or an MMLU CSV file or directory of them.")],
+    out: Annotated[str, typer.Option(help="Store to write (zarr v3 directory or fsspec URL).")],
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    depths: Annotated[int, typer.Option(help="Endpoint T: record every recurrence step 1..T.")] = 32,
+    precision: Annotated[str, typer.Option(help="Comma-separated arms: bf16, bf16-fp32head, fp32.")] = "bf16",
+    device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
+    batch_size: Annotated[int, typer.Option(help="Questions per forward batch.")] = 8,
+    seed: Annotated[int, typer.Option(help="Base seed of the per-question initial states.")] = 0,
+    chunk_size: Annotated[int, typer.Option(help="Questions per store chunk (unit of writing and resuming).")] = 64,
+    resume: Annotated[bool, typer.Option(help="Continue an existing store: collect only its incomplete chunks.")] = False,
+) -> None:
+    """Run a recurrent model over benchmark questions; write a trajectory store (label scoring, F1)."""
+    from .collect import CollectError, Source
+    from .collect import collect as run_collect
+
+    try:
+        with _Progress(f"{task} × {depths} steps") as bar:
+            summary = run_collect(
+                adapter=adapter,
+                model=model,
+                sources=[Source(task, data, limit)],
+                out=out,
+                depths=depths,
+                precision=[p for p in precision.split(",") if p.strip()],
+                device=device,
+                batch_size=batch_size,
+                seed=seed,
+                chunk_size=chunk_size,
+                resume=resume,
+                progress=bar,
+                log=lambda m: typer.echo(m, err=True),
+            )
+    except CollectError as exc:
+        fail(str(exc))
+    typer.echo(summary.line(), err=True)
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Directory for the tiny checkpoint, the store and the tables.")] = Path("depthtraj-demo"),
+    depths: Annotated[int, typer.Option(help="Endpoint T of the demo collection.")] = 16,
+) -> None:
+    """The embedded default: tiny raven model × shipped ARC/MMLU sample → store → validate → analyze."""
+    from .analysis.cli import run_analyze
+    from .collect import CollectError
+    from .demo import run_demo
+    from .validate.cli import run_validate
+
+    echo = lambda m: typer.echo(m, err=True)  # noqa: E731
+    try:
+        with _Progress("demo collect") as bar:
+            paths = run_demo(out, depths=depths, echo=echo, progress=bar)
+    except CollectError as exc:
+        fail(str(exc))
+    store = str(paths["store"])
+    echo(f"\n$ depthtraj validate {store}")
+    rc = run_validate(store, level="data", fmt="text", strict=False)
+    if rc != 0:
+        fail(f"the demo store did not validate (exit {rc})")
+    echo(f"\n$ depthtraj analyze {store} --out {paths['tables']}")
+    rc = run_analyze([store], grids=["quarter", "native"], endpoint=None, bootstrap=2000, seed=0, fmt="table", out=paths["tables"])
+    if rc != 0:
+        raise typer.Exit(rc)
+    echo(
+        "\nWrote:\n"
+        f"  checkpoint  {paths['checkpoint']}   (depthtraj collect --adapter huginn --model {paths['checkpoint']} ...)\n"
+        f"  store       {paths['store']}\n"
+        f"  tables      {paths['tables']}/"
+    )
+
+
+def main() -> None:  # console-script entry point
+    try:
+        app()
+    except UserError as exc:
+        typer.echo(f"depthtraj: error: {exc}", err=True)
+        sys.exit(USER_ERROR)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
