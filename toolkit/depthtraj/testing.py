@@ -116,16 +116,20 @@ def synthetic_scores(
     tie_rate: float = 0.0,
     stall_rate: float = 0.0,
     dtype: str = "float32",
+    k_max: int | None = None,
 ) -> np.ndarray:
     """Random converging score trajectories ``[question, depth, candidate, arrangement, precision]``.
 
     Units: nats (log-probabilities for ``readout='label'``). Candidates past each question's
-    ``n_candidates`` are NaN. ``tie_rate`` is the fraction of (question, depth) cells whose top
-    score is copied exactly onto another candidate; ``stall_rate`` the fraction of adjacent
-    updates that are pure translations (zero contrast).
+    ``n_candidates`` are NaN; the candidate axis has ``k_max`` entries (default the largest K).
+    Scores are log-probabilities with candidate-set mass at most one for both readouts (for
+    text readouts they stand for per-character log-likelihoods). ``tie_rate`` is the fraction
+    of (question, depth) cells whose top score is lowered exactly onto the runner-up (an exact
+    tie for the maximum, mass kept below one); ``stall_rate`` the fraction of adjacent updates
+    that are pure translations (zero contrast).
     """
     n, t, a, p = len(n_candidates), len(depths), arrangements, arms
-    k = int(n_candidates.max())
+    k = int(n_candidates.max()) if k_max is None else int(k_max)
     mask = np.arange(k)[None, :] < n_candidates[:, None]  # [n, k]
     z_end = rng.normal(0.0, 1.5, size=(n, 1, k, a, p))
     e = rng.normal(0.0, 1.0, size=(n, 1, k, a, p))
@@ -135,29 +139,27 @@ def synthetic_scores(
     damp[:, -1] = 0.0  # the endpoint is the endpoint
     z = z_end + amplitude * damp * (e + jitter * eta)
     z = np.where(mask[:, None, :, None, None], z, np.nan)
-    if readout == "label":
-        lse = np.log(np.nansum(np.exp(z - np.nanmax(z, axis=2, keepdims=True)), axis=2, keepdims=True)) + np.nanmax(z, axis=2, keepdims=True)
-        log_mass = -np.abs(rng.normal(0.5, 0.3, size=(n, 1, 1, a, p))) - translation * damp * np.abs(
-            rng.normal(1.0, 0.5, size=(n, t, 1, a, p))
-        )
-        s = z - lse + log_mass
-    else:
-        s = z - 4.0
+    zmax = np.nanmax(z, axis=2, keepdims=True)
+    lse = np.log(np.nansum(np.exp(z - zmax), axis=2, keepdims=True)) + zmax
+    log_mass = -np.abs(rng.normal(0.5, 0.3, size=(n, 1, 1, a, p))) - translation * damp * np.abs(
+        rng.normal(1.0, 0.5, size=(n, t, 1, a, p))
+    )
+    s = z - lse + log_mass
     if stall_rate > 0 and t > 2:
         # s_{t+1} := s_t + c·1 on stalled steps (pure translation, no contrast); never the endpoint.
         stall = rng.random((n, t - 1, 1, a, p)) < stall_rate
         stall[:, -1] = False
         c = rng.normal(0.0, 0.3, size=(n, t - 1, 1, a, p))
-        if readout == "label":
-            c = -np.abs(c)
+        c = -np.abs(c)  # translations towards less mass keep it below one
         for j in range(t - 1):
             s[:, j + 1] = np.where(stall[:, j], s[:, j] + c[:, j], s[:, j + 1])
     if tie_rate > 0:
         tie = rng.random((n, t, a, p)) < tie_rate
-        top = np.nanargmax(np.where(np.isnan(s), -np.inf, s), axis=2)
-        other = (top + 1) % n_candidates[:, None, None, None]
+        filled = np.where(np.isnan(s), -np.inf, s)
+        top = np.argmax(filled, axis=2)
+        runner_up = np.sort(filled, axis=2)[:, :, -2]
         ii = np.nonzero(tie)
-        s[ii[0], ii[1], other[ii], ii[2], ii[3]] = s[ii[0], ii[1], top[ii], ii[2], ii[3]]
+        s[ii[0], ii[1], top[ii], ii[2], ii[3]] = runner_up[ii]
     return s.astype(dtype)
 
 
@@ -204,7 +206,10 @@ def synthetic_store(
     for ci, region in enumerate(chunks):
         rng = np.random.default_rng([seed, 2, ci])
         nc = kk[region]
-        score = synthetic_scores(nc, depths, arrangements, len(precision), rng=rng, readout=readout, dtype=dtype, **dynamics)
+        score = synthetic_scores(
+            nc, depths, arrangements, len(precision), rng=rng, readout=readout, dtype=dtype,
+            k_max=qs.k_max, **dynamics,
+        )
         arrays = {"score": score}
         m = len(nc)
         if readout == "text":

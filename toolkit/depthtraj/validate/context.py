@@ -1,0 +1,155 @@
+"""What every check reads: the opened store, its arrays' metadata and the attrs read leniently.
+
+The checks of one level record in :attr:`Context.ok` which layout arrays are sound enough for
+the next level to read their values (right dims, sizes and dtype kind), so a broken array gives
+one structure finding instead of a cascade of data findings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import layout as L
+from ..models.v1 import ATTRS_KEY
+
+FLOAT_TYPES = frozenset({"float32", "float64"})
+INT_TYPES = frozenset({f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64)})
+BOOL_TYPES = frozenset({"bool"})
+STRING_TYPES = frozenset({"string"})
+TYPES_BY_KIND = {"float": FLOAT_TYPES, "int": INT_TYPES, "bool": BOOL_TYPES, "str": STRING_TYPES}
+
+SEMVER = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+
+_MISSING = object()
+
+
+@dataclass
+class ArrayInfo:
+    """Metadata of one array of the store (no values read)."""
+
+    name: str
+    array: Any  # zarr.Array
+    shape: tuple[int, ...]
+    dims: tuple[str, ...] | None
+    data_type: str  # zarr v3 data type name ('float32', 'string', 'fixed_length_utf32', ...)
+    chunks: tuple[int, ...]  # the chunk grid (the shard shape when sharded)
+
+    @classmethod
+    def of(cls, name: str, array) -> ArrayInfo:
+        meta = array.metadata
+        dt = meta.to_dict().get("data_type")
+        dt_name = dt.get("name", str(dt)) if isinstance(dt, Mapping) else str(dt)
+        dims = getattr(meta, "dimension_names", None)
+        grid = getattr(meta, "chunk_grid", None)
+        chunks = tuple(getattr(grid, "chunk_shape", None) or array.chunks)
+        return cls(
+            name=name,
+            array=array,
+            shape=tuple(int(s) for s in array.shape),
+            dims=tuple(str(d) if d is not None else "" for d in dims) if dims is not None else None,
+            data_type=dt_name,
+            chunks=tuple(int(c) for c in chunks),
+        )
+
+
+@dataclass
+class Context:
+    """The store under validation and what the checks so far learned about it."""
+
+    store: str
+    group: Any  # zarr.Group opened without consolidated metadata (the truth)
+    consolidated: Any  # the same group opened as readers do (consolidated metadata if present)
+    root_attrs: Mapping[str, Any]
+    arrays: dict[str, ArrayInfo] = field(default_factory=dict)
+    subgroups: list[str] = field(default_factory=list)
+    ok: set[str] = field(default_factory=set)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    # -- the attrs, read leniently (None where absent or of the wrong type) ---------------------
+    @property
+    def raw(self) -> Any:
+        return self.root_attrs.get(ATTRS_KEY, _MISSING)
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        raw = self.raw
+        return raw if isinstance(raw, dict) else {}
+
+    @property
+    def format_version(self) -> str | None:
+        v = self.attrs.get("format_version")
+        return v if isinstance(v, str) else None
+
+    @property
+    def readout(self) -> dict[str, Any]:
+        r = self.attrs.get("readout")
+        return r if isinstance(r, dict) else {}
+
+    @property
+    def kind(self) -> str | None:
+        k = self.readout.get("kind")
+        return k if k in ("label", "text") else None
+
+    @property
+    def normalization(self) -> str | None:
+        n = self.readout.get("normalization")
+        return n if n in ("sum", "token", "char") else None
+
+    @property
+    def endpoint(self) -> int | None:
+        e = self.attrs.get("endpoint")
+        return e if isinstance(e, int) and not isinstance(e, bool) else None
+
+    @property
+    def precision_names(self) -> list[str] | None:
+        p = self.attrs.get("precision")
+        if not isinstance(p, list) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in p):
+            return None
+        return [a["name"] for a in p]
+
+    @property
+    def task_names(self) -> list[str] | None:
+        t = self.attrs.get("tasks")
+        if not isinstance(t, list) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in t):
+            return None
+        return [a["name"] for a in t]
+
+    # -- arrays ---------------------------------------------------------------------------------
+    def spec(self, name: str) -> L.ArraySpec | None:
+        return L.COORDS.get(name) or L.VARIABLES.get(name)
+
+    @property
+    def n_questions(self) -> int | None:
+        return self.sizes.get(L.QUESTION)
+
+    def values(self, name: str) -> np.ndarray:
+        """All values of a (small, 1-D) array."""
+        return np.asarray(self.arrays[name].array[...])
+
+    def labeller(self, dim: str):
+        """A function index -> display value of ``dim`` for finding paths."""
+        if dim in self.ok and dim in self.arrays and len(self.arrays[dim].shape) == 1:
+            vals = self.values(dim)
+            if vals.dtype.kind in "iub":
+                return lambda i: str(int(vals[i]))
+            return lambda i: repr(str(vals[i]))
+        return str
+
+    def question_chunk(self) -> int:
+        """The question chunk size the data level iterates by (that of ``score`` if usable)."""
+        for name in ("score", "complete", "n_candidates"):
+            info = self.arrays.get(name)
+            if info is not None and info.dims and info.dims[0] == L.QUESTION:
+                return max(1, info.chunks[0])
+        for info in self.arrays.values():
+            if info.dims and L.QUESTION in info.dims:
+                return max(1, info.chunks[info.dims.index(L.QUESTION)])
+        return 1024
+
+
+__all__ = ["ArrayInfo", "Context"]

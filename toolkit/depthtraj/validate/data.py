@@ -1,0 +1,275 @@
+"""Data-level checks (``DT-DATA-*``): the values, read chunk by chunk along ``question``.
+
+The store is read one question chunk at a time (the chunk size of ``score``): every array with a
+``question`` dim is read for the questions of that chunk only, so memory is bounded by the chunk
+size, never by the store size. Questions whose ``complete`` is false are skipped by every rule
+but ``DT-DATA-010``; questions whose ``n_candidates`` breaks ``DT-DATA-005`` are skipped by the
+rules that depend on it. Arrays that failed a structure rule (``Context.ok``) are not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import layout as L
+from .context import Context
+from .report import Collector, format_ids
+
+#: Tolerance of the bounds at 0 (DT-DATA-003, DT-DATA-008).
+ZERO_TOL = 1e-6
+#: DT-DATA-004: logsumexp >= LSE_k(score_k + logsumexp) - LSE_TOL.
+LSE_TOL = 1e-4
+#: DT-DATA-008: logprob_first >= logprob_sum - FIRST_TOL.
+FIRST_TOL = 1e-5
+#: DT-DATA-009: |score - logprob_sum / divisor| <= ATOL + RTOL * |logprob_sum / divisor|.
+RTOL, ATOL = 1e-5, 1e-6
+
+_SCORE_LIKE = ("score", "logprob_sum", "logprob_first")
+
+
+def _read(ctx: Context, name: str, start: int, stop: int) -> np.ndarray:
+    """The values of questions ``start:stop`` of array ``name`` (the one place data is read)."""
+    return np.asarray(ctx.arrays[name].array[start:stop])
+
+
+def _g(x) -> str:
+    return f"{float(x):.7g}"
+
+
+class _Chunk:
+    """The complete questions of one chunk and how to name their cells."""
+
+    def __init__(self, ctx: Context, labels: dict[str, Callable[[int], str]], start: int, stop: int):
+        self.ctx, self.labels, self.start, self.stop = ctx, labels, start, stop
+        self.sel = np.arange(stop - start)
+        self.ids = np.array([str(i) for i in range(start, stop)], dtype=object)
+        self.K: np.ndarray | None = None
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.sel, self.ids = self.sel[mask], self.ids[mask]
+        if self.K is not None:
+            self.K = self.K[mask]
+
+    def read(self, name: str) -> np.ndarray:
+        return _read(self.ctx, name, self.start, self.stop)[self.sel]
+
+    def path(self, var: str, dims: tuple[str, ...] | None = None):
+        dims = dims or L.VARIABLES.get(var, L.COORDS.get(var)).dims
+        start, sel, labels = self.start, self.sel, self.labels
+
+        def f(loc: tuple[int, ...]) -> str:
+            parts = [f"q={start + int(sel[loc[0]])}"]
+            parts += [f"{d}={labels[d](loc[i])}" for i, d in enumerate(dims[1:], 1) if i < len(loc)]
+            return f"{var}[{', '.join(parts)}]"
+
+        return f
+
+    def qid(self, loc: tuple[int, ...]) -> str:
+        return f"question {str(self.ids[loc[0]])!r}"
+
+
+def check_data(ctx: Context, col: Collector) -> None:
+    """DT-DATA-001..012 over every question chunk (see the module docstring)."""
+    n = ctx.n_questions
+    if not n:
+        return
+    labels = {d: ctx.labeller(d) for d in (L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION, L.POSITION)}
+    step = ctx.question_chunk()
+    incomplete: list[str] = []
+    n_incomplete = 0
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for start in range(0, n, step):
+            ch = _Chunk(ctx, labels, start, min(n, start + step))
+            if L.QUESTION in ctx.ok:
+                ch.ids = _read(ctx, L.QUESTION, ch.start, ch.stop).astype(object)
+            if "complete" in ctx.ok:
+                done = _read(ctx, "complete", ch.start, ch.stop).astype(bool)
+                n_incomplete += int((~done).sum())
+                if len(incomplete) < 10:
+                    incomplete += [str(i) for i in ch.ids[~done][: 10 - len(incomplete)]]
+                ch.keep(done)
+            if ch.sel.size:
+                _check_chunk(ctx, col, ch)
+    if n_incomplete:
+        col.add(
+            "DT-DATA-010", "complete",
+            f"{n_incomplete} of {n} questions are incomplete (complete is false) and were not "
+            f"checked: {format_ids(incomplete, n_incomplete)}",
+        )
+
+
+def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
+    ok, kind = ctx.ok, ctx.kind
+    ksize = ctx.sizes.get(L.CANDIDATE)
+
+    # DT-DATA-005: n_candidates.
+    if "n_candidates" in ok and ksize is not None:
+        K = ch.read("n_candidates").astype(np.int64)
+        bad = (K < 2) | (K > ksize)
+        col.cells(
+            "DT-DATA-005", "n_candidates", bad, ch.path("n_candidates"),
+            lambda loc: f"{ch.qid(loc)}: n_candidates is {int(K[loc])}; expected 2..{ksize}",
+        )
+        ch.K = K
+        ch.keep(~bad)
+        if not ch.sel.size:
+            return
+    K = ch.K
+    ex = None if K is None else np.arange(ksize)[None, :] < K[:, None]  # [q, candidate]
+
+    def kmsg(loc, c_axis: int) -> str:
+        return f"candidate {loc[c_axis]}, n_candidates {int(K[loc[0]])}"
+
+    # DT-DATA-006: label.
+    if "label" in ok and K is not None:
+        lab = ch.read("label").astype(np.int64)
+        col.cells(
+            "DT-DATA-006", "label", (lab < -1) | (lab > K - 1), ch.path("label"),
+            lambda loc: f"{ch.qid(loc)}: label is {int(lab[loc])}; expected -1..{int(K[loc[0]]) - 1}",
+        )
+
+    # DT-DATA-007: arrangement_order.
+    if "arrangement_order" in ok and K is not None:
+        o = ch.read("arrangement_order").astype(np.int64)  # [q, arrangement, position]
+        pos = np.arange(o.shape[2])
+        in_k = pos[None, None, :] < K[:, None, None]
+        srt = np.sort(np.where(in_k, o, o.shape[2] + 1), axis=-1)
+        perm = np.all(np.where(in_k, srt == pos, True), axis=-1)
+        pad = np.all(np.where(in_k, True, o == -1), axis=-1)
+        col.cells(
+            "DT-DATA-007", "arrangement_order", ~(perm & pad),
+            ch.path("arrangement_order", (L.QUESTION, L.ARRANGEMENT)),
+            lambda loc: f"{ch.qid(loc)}: arrangement_order is {o[loc].tolist()}; expected a "
+            f"permutation of 0..{int(K[loc[0]]) - 1} then -1",
+        )
+        del o, srt, in_k
+
+    # DT-DATA-012: candidate_text, candidate_label.
+    for var in ("candidate_text", "candidate_label"):
+        if var in ok and ex is not None:
+            t = ch.read(var)
+            empty = np.asarray(t == "", dtype=bool)
+            col.cells(
+                "DT-DATA-012", var, (ex & empty) | (~ex & ~empty), ch.path(var),
+                lambda loc, t=t, var=var: f"{ch.qid(loc)}: {var} is {str(t[loc])!r} ({kmsg(loc, 1)}); "
+                f"expected {'non-empty' if loc[1] < K[loc[0]] else repr('')}",
+            )
+
+    # DT-DATA-001 / 002 / 003 on score, logprob_sum, logprob_first.
+    vals: dict[str, np.ndarray] = {}
+    exb = None if ex is None else ex[:, None, :, None, None]
+    for var in _SCORE_LIKE:
+        if var not in ok:
+            continue
+        v = ch.read(var)
+        vals[var] = v
+        fin = np.isfinite(v)
+        if exb is not None:
+            col.cells(
+                "DT-DATA-001", var, exb & ~fin, ch.path(var),
+                lambda loc, v=v, var=var: f"{ch.qid(loc)}: {var} is {_g(v[loc])} for a real "
+                f"candidate ({kmsg(loc, 2)}); expected a finite value",
+            )
+            col.cells(
+                "DT-DATA-002", var, ~exb & ~np.isnan(v), ch.path(var),
+                lambda loc, v=v, var=var: f"{ch.qid(loc)}: {var} is {_g(v[loc])} past the "
+                f"candidates ({kmsg(loc, 2)}); expected NaN",
+            )
+        if var == "score" and kind == "label":
+            col.cells(
+                "DT-DATA-003", "score", fin & (v > ZERO_TOL), ch.path("score"),
+                lambda loc, v=v: f"{ch.qid(loc)}: score is {_g(v[loc])} > 0; label readouts "
+                "store log-probabilities",
+            )
+
+    # DT-DATA-004: logsumexp.
+    if "logsumexp" in ok:
+        lse = ch.read("logsumexp").astype(np.float64)  # [q, depth, arrangement, precision]
+        path = ch.path("logsumexp")
+        col.cells(
+            "DT-DATA-004", "logsumexp", ~np.isfinite(lse), path,
+            lambda loc: f"{ch.qid(loc)}: logsumexp is {_g(lse[loc])}; expected a finite value",
+        )
+        if kind == "label" and "score" in vals and exb is not None:
+            s = vals["score"]
+            z = np.where(exb, s.astype(np.float64) + lse[:, :, None, :, :], -np.inf)
+            m = z.max(axis=2)
+            lz = m + np.log(np.sum(np.exp(z - m[:, :, None]), axis=2))
+            allfin = np.all(np.where(exb, np.isfinite(s), True), axis=2)
+            bad = allfin & np.isfinite(lse) & np.isfinite(m) & (lse < lz - LSE_TOL)
+            del z
+            col.cells(
+                "DT-DATA-004", "logsumexp", bad, path,
+                lambda loc: f"{ch.qid(loc)}: logsumexp {_g(lse[loc])} is below the log-sum-exp "
+                f"{_g(lz[loc])} of the recovered candidate logits score + logsumexp (candidate "
+                f"probability mass {_g(np.exp(lz[loc] - lse[loc]))} > 1)",
+            )
+
+    # DT-DATA-008: text components.
+    if kind == "text" and ex is not None:
+        for var, e in (("n_tokens", ex[:, :, None]), ("n_chars", ex)):
+            if var not in ok:
+                continue
+            c = ch.read(var).astype(np.int64)
+            col.cells(
+                "DT-DATA-008", var, (e & (c < 1)) | (~e & (c != 0)), ch.path(var),
+                lambda loc, c=c, var=var: f"{ch.qid(loc)}: {var} is {int(c[loc])} ({kmsg(loc, 1)}); "
+                f"expected {'>= 1' if loc[1] < K[loc[0]] else '0'}",
+            )
+            vals[var] = c
+        ls = vals.get("logprob_sum")
+        if ls is not None:
+            col.cells(
+                "DT-DATA-008", "logprob_sum", exb & np.isfinite(ls) & (ls > ZERO_TOL),
+                ch.path("logprob_sum"),
+                lambda loc: f"{ch.qid(loc)}: logprob_sum is {_g(ls[loc])} > 0",
+            )
+        lf = vals.get("logprob_first")
+        if lf is not None:
+            bad = lf > ZERO_TOL
+            if ls is not None:
+                bad = bad | (np.isfinite(ls) & (lf < ls.astype(np.float64) - FIRST_TOL))
+            col.cells(
+                "DT-DATA-008", "logprob_first", exb & np.isfinite(lf) & bad, ch.path("logprob_first"),
+                lambda loc: f"{ch.qid(loc)}: logprob_first is {_g(lf[loc])}"
+                + (f" > 0" if lf[loc] > ZERO_TOL else f" < logprob_sum {_g(ls[loc])}")
+                + "; the first token's log-probability is one non-positive term of logprob_sum",
+            )
+
+    # DT-DATA-009: score = logprob_sum / divisor.
+    norm = ctx.normalization
+    if kind == "text" and exb is not None and "score" in vals and "logprob_sum" in vals and norm:
+        s, ls = vals["score"], vals["logprob_sum"]
+        if norm == "sum":
+            div = np.ones((1, 1, 1, 1, 1))
+        elif norm == "token" and "n_tokens" in ok:
+            div = vals.get("n_tokens", None)
+            div = (ch.read("n_tokens") if div is None else div).astype(np.float64)[:, None, :, :, None]
+        elif norm == "char" and "n_chars" in ok:
+            div = vals.get("n_chars", None)
+            div = (ch.read("n_chars") if div is None else div).astype(np.float64)[:, None, :, None, None]
+        else:
+            div = None
+        if div is not None:
+            expected = ls.astype(np.float64) / np.where(div >= 1, div, np.nan)
+            check = exb & np.isfinite(s) & np.isfinite(expected)
+            good = np.abs(s - expected) <= ATOL + RTOL * np.abs(expected)
+            col.cells(
+                "DT-DATA-009", "score", check & ~good, ch.path("score"),
+                lambda loc: f"{ch.qid(loc)}: score is {_g(s[loc])} but logprob_sum / "
+                f"{'1' if norm == 'sum' else ('n_tokens' if norm == 'token' else 'n_chars')} "
+                f"is {_g(expected[loc])} (normalization {norm!r})",
+            )
+
+    # DT-DATA-011: latent_step_norm.
+    if "latent_step_norm" in ok:
+        v = ch.read("latent_step_norm")
+        col.cells(
+            "DT-DATA-011", "latent_step_norm", ~np.isfinite(v) | (v < 0), ch.path("latent_step_norm"),
+            lambda loc: f"{ch.qid(loc)}: latent_step_norm is {_g(v[loc])}; expected finite and >= 0",
+        )
+
+
+__all__ = ["check_data"]

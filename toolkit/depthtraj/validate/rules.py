@@ -1,0 +1,277 @@
+"""The one registry of format-v1 validation rules (``spec/v1/index.md``, table in ``spec/v1/rules.md``).
+
+Every rule has a stable id (``DT-<LEVEL>-NNN``), a default severity (``error`` for MUST,
+``warning`` for SHOULD), the validation level that checks it (``attrs`` < ``structure`` <
+``data``; levels are cumulative), the anchor of the spec section that states it, a one-line
+statement and a default hint on how to fix a store that breaks it.
+
+The spec text and the code use the same id strings; ``spec/v1/rules.md`` is generated from this
+registry by :func:`render_rules_markdown` (``python -m depthtraj.validate.rules > spec/v1/rules.md``)
+and a test keeps the committed file equal to the rendering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+Level = Literal["attrs", "structure", "data"]
+
+#: Validation levels, in order; each includes the previous ones.
+LEVELS: tuple[str, ...] = ("attrs", "structure", "data")
+#: The spec document the section anchors refer to.
+SPEC_DOCUMENT = "index.md"
+#: Sections of ``spec/v1/index.md`` and their anchors (GitHub slugs of the headings).
+SECTIONS: dict[str, str] = {
+    "2": "2-container-and-root-attributes",
+    "3": "3-dimensions-and-coordinates",
+    "4": "4-variables",
+    "4.1": "41-data-types",
+    "4.2": "42-chunking",
+    "5": "5-data-invariants",
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One validation rule.
+
+    ``severity`` is the default severity of the rule's findings; ``DT-ATTR-002`` is the one rule
+    that also reports at ``warning`` (a newer minor/patch version of format 1).
+    ``section`` is the number of the section of ``spec/v1/index.md`` that states the rule
+    (a key of :data:`SECTIONS`); :attr:`anchor` links to it.
+    """
+
+    id: str
+    severity: Severity
+    level: Level
+    section: str
+    statement: str
+    hint: str
+
+    @property
+    def anchor(self) -> str:
+        """``index.md#<slug>``: the link to the spec section stating the rule."""
+        return f"{SPEC_DOCUMENT}#{SECTIONS[self.section]}"
+
+
+_RULES: list[Rule] = [
+    # -- attrs ---------------------------------------------------------------------------------
+    Rule(
+        "DT-ATTR-001", "error", "attrs", "2",
+        "The root group's attributes MUST hold one object under the key `depthtraj`.",
+        "write the attrs with StoreAttrs(...).to_attrs() on the root group",
+    ),
+    Rule(
+        "DT-ATTR-002", "error", "attrs", "2",
+        "`format_version` MUST be a semantic version `MAJOR.MINOR.PATCH` with MAJOR 1; a newer "
+        "minor or patch than 1.0.0 is read with a warning and validated as 1.0.0 (unknown keys "
+        "ignored).",
+        "set attrs.depthtraj.format_version to '1.0.0', or use a depthtraj release that reads it",
+    ),
+    Rule(
+        "DT-ATTR-003", "error", "attrs", "2",
+        "The `depthtraj` object MUST validate against the v1 model `StoreAttrs` "
+        "(JSON Schema `schemas/v1/store-attrs.schema.json`).",
+        "see schemas/v1/store-attrs.schema.json for the required fields and types",
+    ),
+    Rule(
+        "DT-ATTR-004", "warning", "attrs", "2",
+        "`software` SHOULD name `depthtraj` and, for model-written stores (`model.family` not "
+        "`synthetic`), `torch` and `transformers`, with their versions.",
+        "record the versions of the software that wrote the store in attrs.depthtraj.software",
+    ),
+    # -- structure -----------------------------------------------------------------------------
+    Rule(
+        "DT-STRUCT-001", "error", "structure", "3",
+        "Every coordinate of the layout (`question`, `task`, `subject`, `n_candidates`, `label`, "
+        "`seed`, `depth`, `candidate`, `arrangement`, `precision`, `position`) MUST exist with "
+        "exactly its dims.",
+        "write the store with depthtraj.store.TrajectoryWriter, which creates every coordinate",
+    ),
+    Rule(
+        "DT-STRUCT-002", "error", "structure", "4",
+        "Every variable required for the readout kind MUST exist with exactly its dims in order; "
+        "optional variables, when present, MUST have their dims.",
+        "see the variables table of spec/v1/index.md for each variable's dims",
+    ),
+    Rule(
+        "DT-STRUCT-003", "error", "structure", "4.1",
+        "Float variables MUST be float32 or float64, integer ones an integer type, `complete` "
+        "bool, and string arrays variable-length UTF-8 (zarr v3 `string`), not fixed-width.",
+        "store strings with numpy StringDType or object dtype (zarr v3 data type 'string')",
+    ),
+    Rule(
+        "DT-STRUCT-004", "error", "structure", "4.2",
+        "Arrays with a `question` dim MUST be chunked along `question` only (every other dim "
+        "whole in one chunk).",
+        "rechunk so that each chunk holds whole rows of questions",
+    ),
+    Rule(
+        "DT-STRUCT-005", "error", "structure", "3",
+        "Sizes agree: every array's size along a dim equals that dim's coordinate; `candidate` and "
+        "`position` have size max(`n_candidates`) and, like `arrangement`, hold 0..size-1; the "
+        "`precision` coordinate equals the names of `attrs.precision` in order; the last `depth` "
+        "equals `attrs.endpoint`.",
+        "rewrite the store from consistent attrs and questions with TrajectoryWriter.create",
+    ),
+    Rule(
+        "DT-STRUCT-006", "error", "structure", "3",
+        "`depth` MUST be strictly increasing positive integers.",
+        "record depths as the 1-based recurrence steps t, in increasing order",
+    ),
+    Rule(
+        "DT-STRUCT-007", "error", "structure", "3",
+        "Question ids MUST be unique non-empty strings.",
+        "give every question a unique, non-empty id",
+    ),
+    Rule(
+        "DT-STRUCT-008", "error", "structure", "3",
+        "Every `task` value MUST name an entry of `attrs.tasks`.",
+        "add the task to attrs.depthtraj.tasks or correct the task coordinate",
+    ),
+    Rule(
+        "DT-STRUCT-009", "warning", "structure", "4",
+        "Arrays and groups not in the layout (extensions) SHOULD be prefixed `x_`.",
+        "rename the extension with an 'x_' prefix",
+    ),
+    Rule(
+        "DT-STRUCT-010", "warning", "structure", "4.2",
+        "The store SHOULD have consolidated metadata, up to date with the arrays (written at "
+        "finalize).",
+        "call TrajectoryWriter.finalize() or zarr.consolidate_metadata(store)",
+    ),
+    Rule(
+        "DT-STRUCT-011", "warning", "structure", "4.2",
+        "All arrays with a `question` dim SHOULD share one chunk size along `question`.",
+        "rechunk every question-dim array to the same question chunk size",
+    ),
+    # -- data ----------------------------------------------------------------------------------
+    Rule(
+        "DT-DATA-001", "error", "data", "5",
+        "`score` (and `logprob_sum`, `logprob_first` when present) MUST be finite where "
+        "candidate < n_candidates.",
+        "rerun the chunk: a real candidate has no score",
+    ),
+    Rule(
+        "DT-DATA-002", "error", "data", "5",
+        "`score` (and `logprob_sum`, `logprob_first` when present) MUST be NaN where "
+        "candidate >= n_candidates.",
+        "write NaN for padding candidates past n_candidates",
+    ),
+    Rule(
+        "DT-DATA-003", "error", "data", "5",
+        "Label readouts: `score` MUST be <= 0 (a log-probability), tolerance 1e-6.",
+        "store log-probabilities (log_softmax of the full-vocabulary logits), not logits",
+    ),
+    Rule(
+        "DT-DATA-004", "error", "data", "5",
+        "`logsumexp`, when present, MUST be finite; for label readouts it MUST bound the "
+        "recovered candidate logits z = score + logsumexp: logsumexp >= LSE_k(z_k) - 1e-4 "
+        "(the candidates' probability mass is at most 1).",
+        "store the log-sum-exp of the full-vocabulary logits at the answer position",
+    ),
+    Rule(
+        "DT-DATA-005", "error", "data", "3",
+        "`n_candidates` MUST satisfy 2 <= n_candidates <= size of `candidate`.",
+        "a question needs at least two candidates",
+    ),
+    Rule(
+        "DT-DATA-006", "error", "data", "3",
+        "`label` MUST be in [-1, n_candidates-1] (-1: unknown).",
+        "store the ground-truth candidate identity, or -1 if unknown",
+    ),
+    Rule(
+        "DT-DATA-007", "error", "data", "5",
+        "Each `arrangement_order[q, a, :]` MUST hold a permutation of 0..K-1 in its first K "
+        "positions and -1 after (K = n_candidates).",
+        "write each arrangement as a permutation of the candidate identities, padded with -1",
+    ),
+    Rule(
+        "DT-DATA-008", "error", "data", "5",
+        "Text components: `n_tokens` >= 1 and `n_chars` >= 1 where the candidate exists and 0 "
+        "past it; `logprob_sum` <= 0; `logprob_first` <= 0 and >= logprob_sum - 1e-5 "
+        "(tolerance 1e-6 on the bounds at 0).",
+        "check the continuation scoring: log-likelihoods are sums of non-positive token terms",
+    ),
+    Rule(
+        "DT-DATA-009", "error", "data", "5",
+        "Text readouts: `score` MUST equal logprob_sum / divisor for `attrs.readout.normalization` "
+        "(sum: 1, token: n_tokens, char: n_chars), relative tolerance 1e-5, absolute 1e-6.",
+        "recompute score from logprob_sum with the normalization the attrs declare",
+    ),
+    Rule(
+        "DT-DATA-010", "warning", "data", "5",
+        "Incomplete questions (`complete` false) are reported; the other data rules skip them.",
+        "resume the collection (TrajectoryWriter.resume) and write the pending chunks",
+    ),
+    Rule(
+        "DT-DATA-011", "error", "data", "5",
+        "`latent_step_norm`, when present, MUST be finite and >= 0.",
+        "store the L2 norm of the latent state update",
+    ),
+    Rule(
+        "DT-DATA-012", "error", "data", "5",
+        "`candidate_text` and `candidate_label` MUST be non-empty where the candidate exists and "
+        "'' past n_candidates.",
+        "write each real candidate's text and label, and '' for padding",
+    ),
+]
+
+#: Every rule, by id, in the order of the spec (attrs, structure, data).
+RULES: dict[str, Rule] = {r.id: r for r in _RULES}
+assert len(RULES) == len(_RULES), "duplicate rule id"
+
+#: Position of each rule in the registry (the order findings are reported in).
+RULE_ORDER: dict[str, int] = {rid: i for i, rid in enumerate(RULES)}
+
+
+def rules_for_level(level: str) -> list[Rule]:
+    """The rules checked at ``level`` (cumulative: ``data`` includes ``structure`` and ``attrs``).
+
+    Raises
+    ------
+    ValueError
+        when ``level`` is not one of :data:`LEVELS`.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; expected one of {', '.join(LEVELS)}")
+    upto = LEVELS.index(level)
+    return [r for r in RULES.values() if LEVELS.index(r.level) <= upto]
+
+
+def render_rules_markdown() -> str:
+    """The rules table of ``spec/v1/rules.md``, rendered from :data:`RULES` (Markdown text)."""
+    lines = [
+        "# depthtraj format v1: validation rules",
+        "",
+        "<!-- Generated from depthtraj.validate.rules.RULES by render_rules_markdown();",
+        "     do not edit by hand: python -m depthtraj.validate.rules > spec/v1/rules.md -->",
+        "",
+        "`depthtraj validate STORE --level attrs|structure|data` checks these rules. Levels are",
+        "cumulative (`data` includes `structure` includes `attrs`). Findings at `error` make the",
+        "command exit 1; with `--strict`, findings at `warning` do too.",
+        "",
+        "| Rule | Severity | Level | Statement | Spec |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in RULES.values():
+        sev = r.severity
+        if r.id == "DT-ATTR-002":
+            sev = "error (warning: newer minor/patch)"
+        statement = r.statement.replace("|", "\\|")
+        lines.append(
+            f"| <a id=\"{r.id.lower()}\"></a>`{r.id}` | {sev} | {r.level} | {statement} "
+            f"| [§{r.section}]({r.anchor}) |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["LEVELS", "RULES", "RULE_ORDER", "SECTIONS", "Rule", "Severity", "render_rules_markdown", "rules_for_level"]
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    sys.stdout.write(render_rules_markdown())

@@ -1,0 +1,276 @@
+"""Structure-level checks (``DT-STRUCT-*``): arrays, dims, dtypes, chunking and coordinates.
+
+Reads every array's metadata and the values of the small coordinates (``question``, ``task``,
+``n_candidates`` and the dim coordinates ``depth``, ``candidate``, ``arrangement``,
+``precision``, ``position``): O(N) for N questions, never the multi-dim variables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+
+from .. import layout as L
+from .context import TYPES_BY_KIND, Context
+from .report import Collector, format_ids
+
+_INDEX_DIMS = (L.QUESTION, L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION, L.POSITION)
+
+
+def _fmt_dims(dims) -> str:
+    return "(" + ", ".join(dims) + ")" if dims is not None else "no dimension_names"
+
+
+def _expected_types(kind: str) -> str:
+    return {
+        "float": "float32 or float64",
+        "int": "an integer type",
+        "bool": "bool",
+        "str": "variable-length UTF-8 ('string')",
+    }[kind]
+
+
+def _sizes(ctx: Context) -> None:
+    for dim in _INDEX_DIMS:
+        info = ctx.arrays.get(dim)
+        if info is not None and info.dims == (dim,):
+            ctx.sizes[dim] = info.shape[0]
+    for dim in _INDEX_DIMS:
+        if dim in ctx.sizes:
+            continue
+        for name in ("score", *ctx.arrays):  # fall back on the first array with the dim
+            info = ctx.arrays.get(name)
+            if info is not None and info.dims and dim in info.dims:
+                ctx.sizes[dim] = info.shape[info.dims.index(dim)]
+                break
+
+
+def check_structure(ctx: Context, col: Collector) -> None:
+    """DT-STRUCT-001..011; fills ``ctx.sizes`` and ``ctx.ok`` (arrays whose values can be read)."""
+    arrays = ctx.arrays
+    _sizes(ctx)
+    dims_ok: set[str] = set()
+
+    # DT-STRUCT-001: coordinates.
+    for name, spec in L.COORDS.items():
+        info = arrays.get(name)
+        if info is None:
+            col.add("DT-STRUCT-001", name, f"coordinate {name!r} {_fmt_dims(spec.dims)} is missing")
+        elif info.dims != spec.dims:
+            col.add(
+                "DT-STRUCT-001", f"{name}.dimension_names",
+                f"coordinate {name!r} has dims {_fmt_dims(info.dims)}, expected {_fmt_dims(spec.dims)}",
+            )
+        else:
+            dims_ok.add(name)
+
+    # DT-STRUCT-002: variables.
+    kind = ctx.kind or "label"
+    required = L.REQUIRED_BY_KIND[kind]
+    for name, spec in L.VARIABLES.items():
+        info = arrays.get(name)
+        if info is None:
+            if name in required:
+                col.add(
+                    "DT-STRUCT-002", name,
+                    f"variable {name!r} {_fmt_dims(spec.dims)} is missing; {kind} readouts require it",
+                )
+        elif info.dims != spec.dims:
+            col.add(
+                "DT-STRUCT-002", f"{name}.dimension_names",
+                f"variable {name!r} has dims {_fmt_dims(info.dims)}, expected {_fmt_dims(spec.dims)}",
+            )
+        else:
+            dims_ok.add(name)
+
+    # DT-STRUCT-003: data types.
+    type_ok: set[str] = set()
+    for name, info in arrays.items():
+        spec = ctx.spec(name)
+        if spec is None:
+            continue
+        if info.data_type in TYPES_BY_KIND[spec.kind]:
+            type_ok.add(name)
+            continue
+        fixed = spec.kind == "str" and ("fixed" in info.data_type or "bytes" in info.data_type)
+        what = "fixed-width data type" if fixed else "data type"
+        col.add(
+            "DT-STRUCT-003", f"{name}.data_type",
+            f"{name!r} has {what} {info.data_type!r}; expected {_expected_types(spec.kind)}",
+        )
+
+    # DT-STRUCT-004 / 011: chunking.
+    qchunks: dict[str, int] = {}
+    for name, info in arrays.items():
+        if not info.dims or L.QUESTION not in info.dims or len(info.dims) != len(info.shape):
+            continue
+        qi = info.dims.index(L.QUESTION)
+        qchunks[name] = info.chunks[qi]
+        split = [
+            f"{d} ({info.chunks[i]} of {info.shape[i]})"
+            for i, d in enumerate(info.dims)
+            if i != qi and info.chunks[i] < info.shape[i]
+        ]
+        if split:
+            col.add(
+                "DT-STRUCT-004", f"{name}.chunks",
+                f"{name!r} is chunked {info.chunks} for shape {info.shape}: split along "
+                f"{', '.join(split)}; only 'question' may be split",
+            )
+    if len(set(qchunks.values())) > 1:
+        counts = Counter(qchunks.values())
+        top = max(counts.values())
+        modes = [c for c, n in counts.items() if n == top]
+        ref = qchunks.get("score") if qchunks.get("score") in modes else modes[0]
+        for name, c in qchunks.items():
+            if c != ref:
+                col.add(
+                    "DT-STRUCT-011", f"{name}.chunks",
+                    f"{name!r} is chunked by {c} along 'question'; the other question-dim arrays "
+                    f"by {ref}",
+                )
+
+    # DT-STRUCT-005: sizes.
+    size_ok: set[str] = set()
+    for name, info in arrays.items():
+        if info.dims is None or len(info.dims) != len(info.shape):
+            continue
+        bad = [
+            f"{d}: {info.shape[i]} (expected {ctx.sizes[d]})"
+            for i, d in enumerate(info.dims)
+            if d in ctx.sizes and info.shape[i] != ctx.sizes[d]
+        ]
+        if bad:
+            col.add(
+                "DT-STRUCT-005", f"{name}.shape",
+                f"{name!r} has shape {info.shape} along {_fmt_dims(info.dims)}; sizes differ for "
+                f"{', '.join(bad)}",
+            )
+        else:
+            size_ok.add(name)
+    ctx.ok = dims_ok & type_ok & size_ok
+    ok = ctx.ok
+
+    if "n_candidates" in ok and ctx.n_questions:
+        kmax = int(ctx.values("n_candidates").max())
+        for dim in (L.CANDIDATE, L.POSITION):
+            if dim in ctx.sizes and ctx.sizes[dim] != kmax:
+                col.add(
+                    "DT-STRUCT-005", dim,
+                    f"{dim!r} has size {ctx.sizes[dim]} but max(n_candidates) is {kmax}",
+                )
+    for dim in (L.CANDIDATE, L.POSITION, L.ARRANGEMENT):
+        if dim in ok:
+            vals = ctx.values(dim)
+            if not np.array_equal(vals, np.arange(vals.size)):
+                col.add(
+                    "DT-STRUCT-005", dim,
+                    f"coordinate {dim!r} is {vals.tolist()[:20]}; expected 0..{vals.size - 1}",
+                )
+    names = ctx.precision_names
+    if L.PRECISION in ok and names is not None:
+        have = [str(v) for v in ctx.values(L.PRECISION)]
+        if have != names:
+            col.add(
+                "DT-STRUCT-005", L.PRECISION,
+                f"coordinate 'precision' is {have}; attrs.depthtraj.precision names {names}",
+            )
+    depth = ctx.values(L.DEPTH) if L.DEPTH in ok else None
+    if depth is not None and depth.size and ctx.endpoint is not None and int(depth[-1]) != ctx.endpoint:
+        col.add(
+            "DT-STRUCT-005", L.DEPTH,
+            f"the last depth is {int(depth[-1])} but attrs.depthtraj.endpoint is {ctx.endpoint}",
+        )
+
+    # DT-STRUCT-006: depth values.
+    if depth is not None:
+        if depth.size == 0:
+            col.add("DT-STRUCT-006", L.DEPTH, "'depth' is empty")
+        elif depth.min() < 1 or np.any(np.diff(depth.astype(np.int64)) <= 0):
+            col.add(
+                "DT-STRUCT-006", L.DEPTH,
+                f"depth is {depth.tolist()[:20]}; expected strictly increasing integers >= 1",
+            )
+
+    # DT-STRUCT-007: question ids.
+    if L.QUESTION in ok:
+        ids = ctx.values(L.QUESTION).astype(object)
+        empty = np.array([not isinstance(i, str) or i == "" for i in ids], dtype=bool)
+        col.cells(
+            "DT-STRUCT-007", "question", empty,
+            lambda loc: f"question[q={loc[0]}]",
+            lambda loc: f"question {loc[0]} has an empty id",
+            what="empty question ids",
+        )
+        uniq, inverse, counts = np.unique(np.array([str(i) for i in ids], dtype=object), return_inverse=True, return_counts=True)
+        dup = np.flatnonzero(counts > 1)
+        show = col.limited("DT-STRUCT-007", "question-duplicates", int(dup.size), "duplicated question ids")
+        for u in dup[:show]:
+            where = np.flatnonzero(inverse == u)
+            col.add(
+                "DT-STRUCT-007", f"question[q={int(where[0])}]",
+                f"question id {str(uniq[u])!r} occurs {int(counts[u])} times (q = "
+                f"{', '.join(map(str, where[:10].tolist()))})",
+                group="question-duplicates",
+            )
+
+    # DT-STRUCT-008: tasks.
+    tasks = ctx.task_names
+    if "task" in ok and tasks is not None:
+        values = ctx.values("task").astype(object)
+        task_set = set(tasks)
+        known = np.fromiter((v in task_set for v in values), dtype=bool, count=values.size)
+        unknown = sorted({str(v) for v in values[~known]})
+        show = col.limited("DT-STRUCT-008", "task", len(unknown), "unknown task names")
+        for t in unknown[:show]:
+            where = np.flatnonzero(values == t)
+            col.add(
+                "DT-STRUCT-008", f"task[q={int(where[0])}]",
+                f"task {t!r} ({where.size} questions) is not in attrs.depthtraj.tasks {tasks}",
+                group="task",
+            )
+
+    # DT-STRUCT-009: extensions.
+    known_names = set(L.COORDS) | set(L.VARIABLES)
+    for name in [*arrays, *ctx.subgroups]:
+        if name not in known_names and not name.startswith("x_"):
+            what = "group" if name in ctx.subgroups else "array"
+            col.add(
+                "DT-STRUCT-009", name,
+                f"{what} {name!r} is not in the format-v1 layout and has no 'x_' prefix",
+                hint=f"rename it 'x_{name}', or remove it",
+            )
+
+    # DT-STRUCT-010: consolidated metadata.
+    _check_consolidated(ctx, col)
+
+
+def _check_consolidated(ctx: Context, col: Collector) -> None:
+    cm = getattr(ctx.consolidated.metadata, "consolidated_metadata", None)
+    if cm is None:
+        col.add("DT-STRUCT-010", "zarr.json", "the root group has no consolidated metadata")
+        return
+
+    def dump(meta) -> str:
+        d = dict(meta.to_dict())
+        d.pop("consolidated_metadata", None)  # a subgroup's own view of its children
+        return json.dumps(d, sort_keys=True, default=str)
+
+    listed = {k: v for k, v in cm.metadata.items() if "/" not in k}
+    actual = {**{k: v.array.metadata for k, v in ctx.arrays.items()}}
+    for g in ctx.subgroups:
+        actual[g] = ctx.group[g].metadata
+    stale = sorted(
+        set(listed) ^ set(actual)
+        | {k for k in set(listed) & set(actual) if dump(listed[k]) != dump(actual[k])}
+    )
+    if stale:
+        col.add(
+            "DT-STRUCT-010", "zarr.json",
+            f"the consolidated metadata is out of date for {format_ids(stale)}",
+        )
+
+
+__all__ = ["check_structure"]
