@@ -1,0 +1,384 @@
+"""Tables of the §3 analysis and their three renderers (rich text, CSV, JSON).
+
+A :class:`Table` is a list of flat row objects plus column specifications. Interval columns
+carry three keys per quantity: ``<key>`` (point estimate), ``<key>_lo`` and ``<key>_hi``
+(95% whole-question bootstrap bounds; ``None`` when the bootstrap is off). Units: depth areas
+and qualifying fractions in percent, increments in percentage points, ladder terms in nats.
+
+Tables
+------
+``depth_area``
+    the layout of ``pd:app:tab:levels`` + ``pd:app:tab:direction``: one row per cell
+    (model × task × precision) with T, N, the grid, W_raw, W_mean, W_LSE, W_env, W_q, W_dir,
+    W_res (%), Δ_tr, Δ_dir, Δ_pair, W_res−W_q, W_q−W_mean, W_q−W_LSE, W_q−W_env (pp) and
+    Pr(D_j < T) for raw, q, res (%).
+``margin_ladder``
+    one row per cell and grid depth t: valid entries, share of unique winners (%), mean m,
+    m−B_raw, m−B_q, m−h, R and A_tr, A_dir, A_pair over unique-winner entries (nats), and the
+    pointwise pass shares 1{unique, L_j > 0} for every bound (%).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from .. import layout as L
+from .aggregate import INCREMENTS, LADDER_MEANS
+from .geometry import BOUNDS
+from .grid import Grid, format_depths
+
+__all__ = [
+    "SCHEMA",
+    "Analysis",
+    "Column",
+    "Table",
+    "depth_area_table",
+    "json_document",
+    "margin_ladder_table",
+    "render_csv",
+    "render_rich",
+    "write_out",
+]
+
+SCHEMA = "depthtraj.analysis/1"
+"""The version of the JSON document (bump when a key changes meaning)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: row key, header, unit, whether it carries an interval, rich group."""
+
+    key: str
+    header: str
+    unit: str = ""
+    interval: bool = False
+    kind: str = "float"  # str | int | float
+    group: str = "key"  # "key" columns repeat in every rich sub-table
+    show: bool = True  # shown by the rich renderer (hidden ones go to the title)
+    digits: int = 2
+    description: str = ""
+
+    def keys(self) -> list[str]:
+        return [self.key, f"{self.key}_lo", f"{self.key}_hi"] if self.interval else [self.key]
+
+
+@dataclass
+class Table:
+    """A named table: columns and flat row dicts (see the module docstring)."""
+
+    name: str
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    groups: dict[str, str] = field(default_factory=dict)  # group -> sub-title
+
+    def keys(self) -> list[str]:
+        return [k for c in self.columns for k in c.keys()]
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "columns": [
+                {"key": c.key, "header": c.header, "unit": c.unit, "interval": c.interval,
+                 "description": c.description}
+                for c in self.columns
+            ],
+            "rows": [{k: _json_value(r.get(k)) for k in self.keys()} for r in self.rows],
+        }
+
+
+@dataclass
+class Analysis:
+    """The §3 results of one store on one grid."""
+
+    store: str
+    model: str
+    endpoint: int
+    grid: Grid
+    n_questions: int
+    arrangements: int
+    precision: list[str]
+    draws: int
+    seed: int
+    tables: dict[str, Table]
+
+    def to_json(self) -> dict:
+        return {
+            "store": self.store,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "grid": self.grid.name,
+            "grid_depths": list(self.grid.depths),
+            "n_questions": self.n_questions,
+            "arrangements": self.arrangements,
+            "precision": list(self.precision),
+            "tables": {name: t.to_json() for name, t in self.tables.items()},
+        }
+
+
+def _json_value(v):
+    if v is None:
+        return None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return None if not math.isfinite(f) else round(f, 10)
+    return v
+
+
+# ----------------------------------------------------------------------------------------------
+# table builders
+# ----------------------------------------------------------------------------------------------
+_KEYS_AREA = [
+    Column("store", "Store", kind="str", show=False),
+    Column("model", "Model", kind="str"),
+    Column("task", "Task", kind="str"),
+    Column("precision", "Precision", kind="str"),
+    Column("T", "T", kind="int", description="endpoint depth"),
+    Column("N", "N", kind="int", description="questions with complete trajectories"),
+    Column("grid", "Grid", kind="str", description="candidate set name"),
+    Column("grid_depths", "Depths", kind="str", show=False, description="candidate depths"),
+]
+
+_W_HEADERS = {"raw": "Raw", "mean": "Mean", "LSE": "LSE", "env": "Envelope", "q": "Quotient",
+              "dir": "Directed", "res": "Reserve"}
+_INC_HEADERS = {
+    "delta_tr": "Δ_tr W_q−W_raw", "delta_dir": "Δ_dir W_dir−W_q", "delta_pair": "Δ_pair W_res−W_dir",
+    "delta_dp": "W_res−W_q", "q_minus_mean": "W_q−W_mean", "q_minus_LSE": "W_q−W_LSE",
+    "q_minus_env": "W_q−W_env",
+}
+_BEFORE = ("raw", "q", "res")
+
+
+def depth_area_columns() -> list[Column]:
+    """Columns of the ``depth_area`` table."""
+    cols = list(_KEYS_AREA)
+    for j, head in _W_HEADERS.items():
+        cols.append(Column(f"W_{j}", f"W {head} %", "%", True, group="levels",
+                           description=f"normalised depth area W_{j} = 1 - E[D_{j}]/T (pd:eq:depth-area)"))
+    for j in _BEFORE:
+        cols.append(Column(f"before_{j}", f"Pr(D_{j}<T) %", "%", True, group="before",
+                           description=f"fraction qualifying before the endpoint under {j}"))
+    for name, head in _INC_HEADERS.items():
+        cols.append(Column(name, f"{head} pp", "pp", True, group="increments",
+                           description=INCREMENTS[name][2] + " (r3:eq:depth-components)"))
+    return cols
+
+
+def depth_area_table(est, *, store: str, model: str, grid: Grid) -> Table:
+    """The ``depth_area`` table from a :func:`~depthtraj.analysis.aggregate.cell_estimates`
+    Dataset (dims task, precision, stat; fractions) — values ×100 into % / pp."""
+    cols = depth_area_columns()
+    by = [d for d in est.dims if d not in (L.PRECISION, "stat")][0]
+    rows = []
+    for cell in est[by].values.tolist():
+        for prec in est[L.PRECISION].values.tolist():
+            sel = est.sel({by: cell, L.PRECISION: prec})
+            row: dict[str, Any] = {
+                "store": store, "model": model, "task": str(cell), "precision": str(prec),
+                "T": grid.endpoint, "N": int(sel["n"].values), "grid": grid.name,
+                "grid_depths": format_depths(grid.depths),
+            }
+            for c in cols:
+                if c.group == "key":
+                    continue
+                e, lo, hi = (float(x) * 100.0 for x in sel[c.key].values)
+                row[c.key] = e
+                row[f"{c.key}_lo"] = lo if est.attrs.get("draws", 0) else None
+                row[f"{c.key}_hi"] = hi if est.attrs.get("draws", 0) else None
+            rows.append(row)
+    level = est.attrs.get("level", 0.95)
+    draws = est.attrs.get("draws", 0)
+    ci = f"{level:.0%} whole-question bootstrap, {draws} draws" if draws else "no bootstrap"
+    return Table(
+        "depth_area",
+        f"Normalised depth areas W (%) and paired increments (pp), grid {grid.name} "
+        f"{{{format_depths(grid.depths)}}}, T={grid.endpoint}; {ci}",
+        cols, rows,
+        groups={
+            "levels": "depth areas (pd:app:tab:levels)",
+            "increments": "paired increments (pd:app:tab:direction)",
+            "before": "fraction qualifying before the endpoint",
+        },
+    )
+
+
+def margin_ladder_columns() -> list[Column]:
+    """Columns of the ``margin_ladder`` table."""
+    heads = {"m": "m", "L_raw": "m−B_raw", "L_q": "m−B_q", "L_dir": "m−h", "L_res": "R",
+             "A_tr": "A_tr", "A_dir": "A_dir", "A_pair": "A_pair"}
+    cols = [
+        Column("store", "Store", kind="str", show=False),
+        Column("model", "Model", kind="str"),
+        Column("task", "Task", kind="str"),
+        Column("precision", "Precision", kind="str"),
+        Column("T", "T", kind="int"),
+        Column("grid", "Grid", kind="str"),
+        Column("depth", "t", kind="int", description="candidate depth"),
+        Column("n", "n", kind="int", group="ladder", description="valid (question, arrangement) entries"),
+        Column("unique", "unique %", "%", group="ladder", description="share with a unique winner"),
+    ]
+    for v in LADDER_MEANS:
+        cols.append(Column(v, heads[v], "nats", group="ladder", digits=3,
+                           description=f"mean of {heads[v]} over unique-winner entries (pd:eq:ladder, pd:eq:slack)"))
+    for j in BOUNDS:
+        cols.append(Column(f"pass_{j}", f"pass {j} %", "%", group="pass",
+                           description=f"share of entries with a unique winner and L_{j} > 0"))
+    return cols
+
+
+def margin_ladder_table(cells, *, store: str, model: str, grid: Grid) -> Table:
+    """The ``margin_ladder`` table from a computed
+    :func:`~depthtraj.analysis.aggregate.ladder_cells` Dataset (dims task, depth, precision)."""
+    cols = margin_ladder_columns()
+    by = [d for d in cells.dims if d not in (L.PRECISION, L.DEPTH)][0]
+    rows = []
+    if grid.depths:
+        sub = cells.sel({L.DEPTH: list(grid.depths)})
+        for cell in sub[by].values.tolist():
+            for prec in sub[L.PRECISION].values.tolist():
+                for t in grid.depths:
+                    sel = sub.sel({by: cell, L.PRECISION: prec, L.DEPTH: t})
+                    row: dict[str, Any] = {
+                        "store": store, "model": model, "task": str(cell), "precision": str(prec),
+                        "T": grid.endpoint, "grid": grid.name, "depth": int(t),
+                        "n": int(sel["n"].values),
+                    }
+                    for c in cols:
+                        if c.group == "key" or c.key == "n":
+                            continue
+                        v = float(sel[c.key].values)
+                        row[c.key] = v * 100.0 if c.unit == "%" else v
+                    rows.append(row)
+    return Table(
+        "margin_ladder",
+        f"Margin ladder (nats, means over unique-winner entries) at grid {grid.name} depths, T={grid.endpoint}",
+        cols, rows,
+        groups={"ladder": "bounds and slacks (pd:eq:ladder, pd:eq:slack)", "pass": "pointwise pass shares"},
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# renderers
+# ----------------------------------------------------------------------------------------------
+def _fmt(c: Column, row: dict, *, multiline: bool = True) -> str:
+    v = row.get(c.key)
+    if v is None:
+        return ""
+    if c.kind == "str":
+        return str(v)
+    if c.kind == "int":
+        return str(int(v))
+    if not math.isfinite(float(v)):
+        return "–"
+    s = f"{float(v):.{c.digits}f}"
+    lo, hi = row.get(f"{c.key}_lo"), row.get(f"{c.key}_hi")
+    if c.interval and lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+        sep = "\n" if multiline else " "
+        s += f"{sep}[{lo:.{c.digits}f},{hi:.{c.digits}f}]"
+    return s
+
+
+def render_rich(analyses: Sequence[Analysis], file: TextIO) -> None:
+    """Print every table with rich, split into its column groups (key columns repeated)."""
+    from rich.console import Console
+    from rich.rule import Rule
+    from rich.table import Table as RichTable
+
+    probe = Console(file=file)
+    console = Console(file=file, width=None if probe.is_terminal else 200, highlight=False)
+    for an in analyses:
+        console.print(Rule(
+            f"{an.store} · {an.model} · T={an.endpoint} · grid {an.grid.name} "
+            f"{{{format_depths(an.grid.depths)}}} · N={an.n_questions} · A={an.arrangements}"
+        ))
+        for table in an.tables.values():
+            keys = [c for c in table.columns if c.group == "key" and c.show]
+            for group, subtitle in table.groups.items():
+                cols = [c for c in table.columns if c.group == group and c.show]
+                rt = RichTable(title=f"{table.title}\n{subtitle}", title_justify="left", show_lines=any(c.interval for c in cols))
+                for c in keys:
+                    rt.add_column(c.header, no_wrap=True)
+                for c in cols:
+                    rt.add_column(c.header, justify="right")
+                for row in table.rows:
+                    rt.add_row(*[_fmt(c, row) for c in keys + cols])
+                console.print(rt)
+
+
+def _csv_value(v) -> str:
+    v = _json_value(v)
+    return "" if v is None else str(v)
+
+
+def table_csv(tables: Iterable[Table]) -> str:
+    """Rows of same-named tables as one CSV text (header = row keys)."""
+    tables = list(tables)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    keys = tables[0].keys()
+    w.writerow(keys)
+    for t in tables:
+        for r in t.rows:
+            w.writerow([_csv_value(r.get(k)) for k in keys])
+    return buf.getvalue()
+
+
+def _by_name(analyses: Sequence[Analysis]) -> dict[str, list[Table]]:
+    out: dict[str, list[Table]] = {}
+    for an in analyses:
+        for name, t in an.tables.items():
+            out.setdefault(name, []).append(t)
+    return out
+
+
+def render_csv(analyses: Sequence[Analysis], file: TextIO) -> None:
+    """Every table kind as a CSV block (all stores and grids), each after a ``# <name>`` line."""
+    for i, (name, tables) in enumerate(_by_name(analyses).items()):
+        if i:
+            file.write("\n")
+        file.write(f"# {name}\n")
+        file.write(table_csv(tables))
+
+
+def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level: float = 0.95) -> dict:
+    """The single JSON document (``"schema": "depthtraj.analysis/1"``)."""
+    from .. import __version__
+
+    return {
+        "schema": SCHEMA,
+        "depthtraj_version": __version__,
+        "paper_section": "sec:geometry",
+        "bootstrap": {
+            "draws": int(draws), "seed": int(seed), "level": float(level),
+            "method": "whole-question percentile bootstrap, paired within each task",
+        },
+        "units": {"%": "percent", "pp": "percentage points", "nats": "natural-log score units"},
+        "analyses": [an.to_json() for an in analyses],
+    }
+
+
+def write_out(directory: Path, analyses: Sequence[Analysis], document: dict) -> list[Path]:
+    """Write ``<table>.csv`` for every table kind and ``analysis.json`` under ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, tables in _by_name(analyses).items():
+        p = directory / f"{name}.csv"
+        p.write_text(table_csv(tables))
+        paths.append(p)
+    p = directory / "analysis.json"
+    p.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    paths.append(p)
+    return paths
