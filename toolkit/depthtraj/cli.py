@@ -123,7 +123,7 @@ class _Progress:
                 from rich.text import Text
 
                 elapsed = task.elapsed or 0.0
-                done = task.completed - task.fields.get("start", 0)
+                done = task.completed - task.fields.get("done0", 0)
                 rate = done / elapsed if elapsed > 0 else 0.0
                 return Text(f"{rate:.2f} q/s")
 
@@ -151,7 +151,7 @@ class _Progress:
 
     def __call__(self, done: int, total: int) -> None:
         if self.task is None:
-            self.task = self.progress.add_task(self.description, total=total, completed=done, start=done)
+            self.task = self.progress.add_task(self.description, total=total, completed=done, done0=done)
         else:
             self.progress.update(self.task, completed=done)
 
@@ -215,20 +215,30 @@ def demo(
             paths = run_demo(out, depths=depths, echo=echo, progress=bar)
     except CollectError as exc:
         fail(str(exc))
+    echo(paths["summary"].line())
     store = str(paths["store"])
     echo(f"\n$ depthtraj validate {store}")
     rc = run_validate(store, level="data", fmt="text", strict=False)
     if rc != 0:
         fail(f"the demo store did not validate (exit {rc})")
-    echo(f"\n$ depthtraj analyze {store} --out {paths['tables']}")
-    rc = run_analyze([store], grids=["quarter", "native"], endpoint=None, bootstrap=2000, seed=0, fmt="table", out=paths["tables"])
+    import contextlib
+    import io
+
+    echo(f"\n$ depthtraj analyze {store} --grid quarter")
+    rc = run_analyze([store], grids=["quarter"], endpoint=None, bootstrap=2000, seed=0, fmt="table", out=None)
+    if rc != 0:
+        raise typer.Exit(rc)
+    # both grids, quarter and native, go to the tables directory (the native ladder is long)
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = run_analyze([store], grids=["quarter", "native"], endpoint=None, bootstrap=2000, seed=0, fmt="csv", out=paths["tables"])
     if rc != 0:
         raise typer.Exit(rc)
     echo(
         "\nWrote:\n"
         f"  checkpoint  {paths['checkpoint']}   (depthtraj collect --adapter huginn --model {paths['checkpoint']} ...)\n"
         f"  store       {paths['store']}\n"
-        f"  tables      {paths['tables']}/"
+        f"  tables      {paths['tables']}/  (quarter and native grids: depth_area.csv, margin_ladder.csv, analysis.json)\n"
+        f"Next: depthtraj analyze {paths['store']} --grid native"
     )
 
 

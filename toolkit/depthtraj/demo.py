@@ -60,8 +60,7 @@ def run_demo(
         chunk_size=16,
         progress=progress,
     )
-    echo(summary.line())
-    return {"checkpoint": ckpt, "store": store, "tables": out / "tables"}
+    return {"checkpoint": ckpt, "store": store, "tables": out / "tables", "summary": summary}
 
 
 __all__ = ["run_demo", "sample_sources"]

@@ -1,0 +1,13 @@
+"""Model-family adapters for depthtraj, one module per family.
+
+Each adapter subclasses :class:`depthtraj.adapter.LoopedLMAdapter`, implements only the family
+hooks (prelude, initial state, one recurrence step, readout path) and registers under the
+``depthtraj.adapters`` entry-point group:
+
+* ``huginn`` -> :class:`depthtraj_adapters.raven.HuginnAdapter` (raven family, Huginn-3.5B).
+
+``depthtraj_adapters.tiny`` holds tiny random-weight models of each family, written from scratch,
+for tests and benchmarks. Importing this package imports neither torch nor transformers.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,26 @@
+"""Run every benchmark of benchmarks/ and print their reports (see benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+BENCHMARKS = {
+    "readout_vs_forwards.py": {"full": ["--width", "64", "256", "--repeats", "3"], "quick": ["--width", "64", "--steps", "8"]},
+}
+
+
+def main(argv: list[str]) -> int:
+    mode = "quick" if "--quick" in argv else "full"
+    status = 0
+    for script, args in BENCHMARKS.items():
+        print(f"== {script} {' '.join(args[mode])}", flush=True)
+        status |= subprocess.call([sys.executable, str(HERE / script), *args[mode]])
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,84 @@
+"""The command line as a whole: lazy imports, help, version, the demo."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def test_help_imports_nothing_heavy():
+    code = (
+        "import sys; from depthtraj.cli import app; from typer.testing import CliRunner; "
+        "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output; "
+        "heavy = [m for m in ('torch', 'transformers', 'xarray', 'dask', 'zarr', 'numpy', 'distributed') if m in sys.modules]; "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_every_command_has_help():
+    from typer.testing import CliRunner
+
+    from depthtraj.cli import app
+
+    for cmd in (["collect"], ["validate"], ["analyze"], ["demo"], ["schema", "export"]):
+        r = CliRunner().invoke(app, [*cmd, "--help"])
+        assert r.exit_code == 0, (cmd, r.output)
+
+
+def test_version():
+    from typer.testing import CliRunner
+
+    from depthtraj import FORMAT_VERSION, __version__
+    from depthtraj.cli import app
+
+    r = CliRunner().invoke(app, ["--version"])
+    assert r.exit_code == 0 and __version__ in r.output and FORMAT_VERSION in r.output
+
+
+def test_shipped_tokenizer_is_the_real_one(shared_data):
+    from depthtraj_adapters.tiny import HUGINN_TOKENIZER
+
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shipped = hashlib.sha256((HUGINN_TOKENIZER / name).read_bytes()).hexdigest()
+        staged = hashlib.sha256((shared_data / "tokenizers" / "huginn-0125" / name).read_bytes()).hexdigest()
+        assert shipped == staged, name
+
+
+def test_shipped_sample_is_real_data(shared_data):
+    from depthtraj.demo import sample_sources
+    from depthtraj.tasks import load_task
+
+    arc_src, mmlu_src = sample_sources()
+    staged = {q.id: q for q in load_task("arc_challenge", shared_data / "arc_challenge" / "test.jsonl")}
+    sample = load_task("arc_challenge", arc_src.path)
+    assert len(sample) == 21 and all(staged[q.id] == q for q in sample)
+    assert {len(q.choices) for q in sample} == {3, 4, 5}
+    mm = load_task("mmlu", mmlu_src.path)
+    for q in mm:
+        subject, split, row = q.id.split("/")
+        ref = load_task("mmlu", shared_data / "mmlu" / "test" / f"{subject}_test.csv")[int(row)]
+        assert ref == q
+
+
+@pytest.mark.models
+def test_demo_end_to_end(tmp_path):
+    out = tmp_path / "demo"
+    r = subprocess.run([sys.executable, "-m", "depthtraj.cli", "demo", "--out", str(out), "--depths", "4"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ok: no findings" in r.stdout + r.stderr
+    assert (out / "tiny-huginn" / "config.json").is_file()
+    assert (out / "demo.zarr" / "zarr.json").is_file()
+    doc = json.loads((out / "tables" / "analysis.json").read_text())
+    assert doc["schema"] == "depthtraj.analysis/1"
+    assert (out / "tables" / "depth_area.csv").read_text().count("\n") > 4
+    # the checkpoint the demo leaves behind is usable by collect
+    r = subprocess.run(
+        [sys.executable, "-m", "depthtraj.cli", "collect", "--adapter", "huginn", "--model", str(out / "tiny-huginn"),
+         "--task", "mmlu", "--data", str(out.parent), "--out", str(tmp_path / "x.zarr")],
+        capture_output=True, text=True,
+    )
+    assert r.returncode == 2 and "no MMLU *.csv files" in r.stderr
