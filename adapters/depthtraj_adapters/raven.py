@@ -56,10 +56,13 @@ class HuginnAdapter(LoopedLMAdapter):
     @classmethod
     def tiny_checkpoint(cls, out_dir: str | Path, *, seed: int = 0) -> Path:
         """A tiny random-weight raven checkpoint with the real Huginn-0125 tokenizer (shipped in
-        ``depthtraj_adapters/tiny/tokenizers/huginn-0125``), loadable by :meth:`load`."""
+        ``depthtraj_adapters/tiny/tokenizers/huginn-0125``), loadable by :meth:`load`.
+
+        Its recurrence gain (``state_gain=2``) makes answers settle over ~10 steps rather than
+        3, so the demo's trajectories have something to show."""
         from .tiny import HUGINN_TOKENIZER, build_tiny_raven
 
-        return build_tiny_raven(out_dir, HUGINN_TOKENIZER, seed=seed)
+        return build_tiny_raven(out_dir, HUGINN_TOKENIZER, seed=seed, state_gain=2.0)
 
     def embed(self, input_ids: torch.Tensor, dtype: torch.dtype) -> RavenContext:
         """Embedding times ``emb_scale`` and the prelude, via ``model.embed_inputs``.
