@@ -82,3 +82,21 @@ def test_demo_end_to_end(tmp_path):
         capture_output=True, text=True,
     )
     assert r.returncode == 2 and "no MMLU *.csv files" in r.stderr
+
+
+def test_core_works_without_torch(tmp_path):
+    """Validate and analyse need no torch/transformers (the core install has neither)."""
+    from depthtraj.testing import synthetic_store
+
+    store = synthetic_store(tmp_path / "s.zarr", n=40, endpoint=8, chunk_size=16)
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
+        "from depthtraj.cli import main\n"
+        f"sys.argv = ['depthtraj', 'validate', {str(store)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+        f"sys.argv = ['depthtraj', 'analyze', {str(store)!r}, '--format', 'json', '--bootstrap', '50']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ok: no findings" in r.stdout and '"schema": "depthtraj.analysis/1"' in r.stdout

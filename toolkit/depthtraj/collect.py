@@ -294,7 +294,14 @@ def collect(
         progress(done, total)
     written = 0
     for region in pending:
-        arrays = _collect_region(runner, region, prompts, targets, qs.seed, depths, arms, batch_size, writer.data_variables)
+        def on_batch(fraction_of_region: float, _start=done, _size=region.stop - region.start) -> None:
+            if progress:
+                progress(_start + fraction_of_region * _size, total)
+
+        arrays = _collect_region(
+            runner, region, prompts, targets, qs.seed, depths, arms, batch_size,
+            writer.data_variables, on_batch,
+        )
         writer.write(region, **arrays)
         written += region.stop - region.start
         done += region.stop - region.start
@@ -304,8 +311,11 @@ def collect(
     return CollectSummary(out, total, written, total - todo, time.perf_counter() - t0)
 
 
-def _collect_region(runner, region, prompts, targets, seeds, depths, arms, batch_size, variables):
-    """Arrays of one chunk: ``score [q, depth, candidate, 1, precision]`` and depth stats."""
+def _collect_region(runner, region, prompts, targets, seeds, depths, arms, batch_size, variables, on_batch=None):
+    """Arrays of one chunk: ``score [q, depth, candidate, 1, precision]`` and depth stats.
+
+    ``on_batch(f)`` is called after each batch with the fraction ``f`` of the chunk's work done.
+    """
     idx = np.arange(region.start, region.stop)
     n, k_max, p = len(idx), max(len(t) for t in targets), len(arms)
     score = np.full((n, depths, k_max, 1, p), np.nan, dtype=np.float32)
@@ -324,6 +334,8 @@ def _collect_region(runner, region, prompts, targets, seeds, depths, arms, batch
             score[local, :, :kk, 0, j] = r.logprob
             lse[local, :, 0, j] = r.logsumexp
             norm[local, :, 0, j] = r.latent_step_norm
+            if on_batch:
+                on_batch((j * n + min(b + batch_size, n)) / (n * p))
     full = {"score": score, "logsumexp": lse, "latent_step_norm": norm}
     return {name: full[name] for name in variables}
 
