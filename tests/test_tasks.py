@@ -81,3 +81,20 @@ def test_unknown_task_and_missing_file(tmp_path):
         load_task("hellaswag", tmp_path)
     with pytest.raises(TaskError, match="no such file"):
         load_task("arc_challenge", tmp_path / "nope.jsonl")
+
+
+def test_arc_directory_and_binary_file(tmp_path):
+    with pytest.raises(TaskError, match="is a directory"):
+        load_task("arc_challenge", tmp_path)
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(TaskError, match="not UTF-8"):
+        load_task("arc_challenge", p)
+
+
+def test_arc_line_separator_inside_a_string(tmp_path):
+    rec = {"id": "u", "question": {"stem": "a\u2028b", "choices": [{"text": "x", "label": "A"}, {"text": "y", "label": "B"}]}, "answerKey": "B"}
+    p = tmp_path / "u.jsonl"
+    p.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
+    (q,) = load_task("arc_challenge", p)
+    assert q.stem == "a\u2028b" and q.answer == 1

@@ -248,6 +248,13 @@ def main() -> None:  # console-script entry point
     except UserError as exc:
         typer.echo(f"depthtraj: error: {exc}", err=True)
         sys.exit(USER_ERROR)
+    except KeyboardInterrupt:
+        typer.echo(
+            "depthtraj: interrupted (a store being collected keeps its complete chunks: "
+            "rerun the same command with --resume)",
+            err=True,
+        )
+        sys.exit(130)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -242,8 +242,9 @@ def collect(
     log(f"loading {adapter} model from {model} on {device}")
     try:
         runner = adapter_cls.load(model, device=device, arms=arms)
-    except (OSError, ValueError) as exc:
-        raise CollectError(f"{model}: cannot load the model ({str(exc).splitlines()[0]})") from None
+    except Exception as exc:  # from_pretrained and remote code raise many types
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise CollectError(f"{model}: cannot load the model ({type(exc).__name__}: {first})") from None
     prompts, targets = tokenize_label_targets(runner.tokenizer, questions)
     qs = question_set(questions, seed)
 

@@ -76,37 +76,42 @@ def load_arc(path: str | Path, *, task: str = "arc_challenge") -> list[Question]
         fewer than 2 choices, duplicate labels, or an ``answerKey`` that is not a choice label.
     """
     path = _need(Path(path))
+    if path.is_dir():
+        raise TaskError(f"{path}: is a directory; arc_challenge needs a JSON Lines file")
     out: list[Question] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                rec = json.loads(line)
-                qid = str(rec["id"])
-                stem = rec["question"]["stem"]
-                choices = rec["question"]["choices"]
-                texts = tuple(str(c["text"]) for c in choices)
-                labels = tuple(str(c["label"]) for c in choices)
-                key = str(rec["answerKey"])
-            except json.JSONDecodeError as exc:
-                raise TaskError(f"{where}: not valid JSON ({exc.msg})") from None
-            except (KeyError, TypeError) as exc:
-                raise TaskError(f"{where}: not an AI2 ARC record (missing {exc})") from None
-            if not isinstance(stem, str) or len(texts) < 2:
-                raise TaskError(f"{where}: a question needs a text stem and at least 2 choices")
-            if len(texts) > len(LETTERS):
-                raise TaskError(f"{where}: {len(texts)} choices; at most {len(LETTERS)} are supported")
-            if len(set(labels)) != len(labels):
-                raise TaskError(f"{where}: duplicate choice labels {list(labels)}")
-            if key not in labels:
-                raise TaskError(f"{where}: answerKey {key!r} is not one of the labels {list(labels)}")
-            if qid in seen:
-                raise TaskError(f"{where}: duplicate id {qid!r}")
-            seen.add(qid)
-            out.append(Question(qid, task, "", stem, texts, labels, labels.index(key)))
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines: U+2028 may sit in a JSON string
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(line)
+            qid = str(rec["id"])
+            stem = rec["question"]["stem"]
+            choices = rec["question"]["choices"]
+            texts = tuple(str(c["text"]) for c in choices)
+            labels = tuple(str(c["label"]) for c in choices)
+            key = str(rec["answerKey"])
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{where}: not valid JSON ({exc.msg})") from None
+        except (KeyError, TypeError) as exc:
+            raise TaskError(f"{where}: not an AI2 ARC record (missing {exc})") from None
+        if not isinstance(stem, str) or len(texts) < 2:
+            raise TaskError(f"{where}: a question needs a text stem and at least 2 choices")
+        if len(texts) > len(LETTERS):
+            raise TaskError(f"{where}: {len(texts)} choices; at most {len(LETTERS)} are supported")
+        if len(set(labels)) != len(labels):
+            raise TaskError(f"{where}: duplicate choice labels {list(labels)}")
+        if key not in labels:
+            raise TaskError(f"{where}: answerKey {key!r} is not one of the labels {list(labels)}")
+        if qid in seen:
+            raise TaskError(f"{where}: duplicate id {qid!r}")
+        seen.add(qid)
+        out.append(Question(qid, task, "", stem, texts, labels, labels.index(key)))
     if not out:
         raise TaskError(f"{path}: no questions")
     return out
