@@ -234,7 +234,7 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
             col.cells(
                 "DT-DATA-008", "logprob_first", exb & np.isfinite(lf) & bad, ch.path("logprob_first"),
                 lambda loc: f"{ch.qid(loc)}: logprob_first is {_g(lf[loc])}"
-                + (f" > 0" if lf[loc] > ZERO_TOL else f" < logprob_sum {_g(ls[loc])}")
+                + (" > 0" if lf[loc] > ZERO_TOL else f" < logprob_sum {_g(ls[loc])}")
                 + "; the first token's log-probability is one non-positive term of logprob_sum",
             )
 
