@@ -27,10 +27,6 @@ app.add_typer(schema_app, name="schema")
 USER_ERROR = 2
 
 
-class UserError(Exception):
-    """An error caused by the user's input: printed as one line, exit code 2."""
-
-
 def fail(message: str) -> None:
     """Print ``depthtraj: error: <message>`` on stderr and exit with code 2."""
     typer.echo(f"depthtraj: error: {message}", err=True)
@@ -245,9 +241,6 @@ def demo(
 def main() -> None:  # console-script entry point
     try:
         app()
-    except UserError as exc:
-        typer.echo(f"depthtraj: error: {exc}", err=True)
-        sys.exit(USER_ERROR)
     except KeyboardInterrupt:
         typer.echo(
             "depthtraj: interrupted (a store being collected keeps its complete chunks: "

@@ -64,7 +64,6 @@ class QuestionSet:
     candidate_label: list[list[str]]
     seed: list[int] = field(default_factory=list)
     arrangement_order: np.ndarray | None = None
-    prompt: list[str] | None = None  # not stored; carried for the collector
 
     def __post_init__(self) -> None:
         n = len(self.id)
