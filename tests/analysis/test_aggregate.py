@@ -1,16 +1,13 @@
 """Arrangement-then-question averaging, cells and the paired whole-question bootstrap."""
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from depthtraj.analysis import (
-    bootstrap_indices,
     bootstrap_means,
+    bootstrap_weights,
     cell_estimates,
-    cell_rng,
     depth_area,
     earliest_depths,
     ladder,
@@ -24,35 +21,40 @@ from .strategies import cases
 
 
 def test_bootstrap_means_is_the_loop_it_replaces():
-    # the vectorised counts @ X equals, draw by draw, the mean of the resampled rows
+    # the vectorised W @ X equals, draw by draw, the weighted mean of the finite rows
     rng = np.random.default_rng(0)
     X = rng.normal(size=(37, 4))
     X[3, 1] = np.nan  # a missing value is left out of that column's resampled means
-    idx = bootstrap_indices(37, 50, np.random.default_rng(7), max_block=100)
-    boot = bootstrap_means(X, 50, np.random.default_rng(7), max_block=100)  # several blocks
-    assert idx.shape == (50, 37) and boot.shape == (50, 4)
+    ids = [f"q{i}" for i in range(37)]
+    W = bootstrap_weights(ids, 50, seed=7)
+    boot = bootstrap_means(X, W)
+    assert W.shape == (50, 37) and boot.shape == (50, 4)
     for d in range(50):
-        np.testing.assert_allclose(boot[d], np.nanmean(X[idx[d]], axis=0), rtol=1e-12)
+        for c in range(4):
+            ok = np.isfinite(X[:, c])
+            want = (W[d, ok] * X[ok, c]).sum() / W[d, ok].sum()
+            assert boot[d, c] == pytest.approx(want, rel=1e-12)
 
 
-def test_bootstrap_is_paired_and_seeded():
+def test_bootstrap_weights_are_poisson_and_keyed_by_question_id():
+    ids = [f"q{i}" for i in range(3000)]
+    W = bootstrap_weights(ids, 400, seed=5)
+    assert (W >= 0).all() and (W == np.round(W)).all()
+    assert W.mean() == pytest.approx(1.0, abs=0.01) and W.var() == pytest.approx(1.0, abs=0.02)
+    assert (W == 0).mean() == pytest.approx(np.exp(-1), abs=0.01)
+    # a question's multiplicities depend on its id only: any order, any subset, same draws
+    perm = np.random.default_rng(0).permutation(3000)[:500]
+    np.testing.assert_array_equal(bootstrap_weights([ids[i] for i in perm], 400, seed=5), W[:, perm])
+    assert not np.array_equal(bootstrap_weights(ids, 400, seed=6), W)
+    assert bootstrap_weights(ids, 0).shape == (0, 3000)
+
+
+def test_bootstrap_is_paired():
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=200), rng.normal(size=200)
     X = np.stack([a, b, a - b], axis=1)
-    boot = bootstrap_means(X, 300, cell_rng(5, "arc"))
+    boot = bootstrap_means(X, bootstrap_weights([str(i) for i in range(200)], 300, seed=5))
     np.testing.assert_allclose(boot[:, 2], boot[:, 0] - boot[:, 1], atol=1e-12)  # same questions
-    again = bootstrap_means(X, 300, cell_rng(5, "arc"))
-    np.testing.assert_array_equal(boot, again)
-    assert not np.array_equal(boot, bootstrap_means(X, 300, cell_rng(6, "arc")))
-    assert not np.array_equal(boot, bootstrap_means(X, 300, cell_rng(5, "mmlu")))
-
-
-def test_bootstrap_is_vectorised():
-    # 2000 draws over 5000 questions and 21 quantities: one matrix product per block
-    X = np.random.default_rng(2).random((5000, 21))
-    t = time.perf_counter()
-    bootstrap_means(X, 2000, cell_rng(0, "x"))
-    assert time.perf_counter() - t < 5.0
 
 
 @pytest.fixture(scope="module")
@@ -117,19 +119,64 @@ def test_bad_arguments():
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cases())
 def test_one_pass_equals_the_public_functions(case):
-    # summarise_store (the CLI's fused, memory-bounded pass) = question_summary ∘ earliest_depths
-    # per grid and ladder_cells of the ladder, on random stores (including empty grids).
-    from depthtraj.analysis import Grid, summarise_store
+    # store_pass (the CLI's fused, memory-bounded pass) = cell means of question_summary ∘
+    # earliest_depths per grid, its bootstrap sums = W @ summaries, its ladder totals =
+    # ladder_cells, its D_j histogram = depth_cdf; on random stores (including empty grids).
+    from depthtraj.analysis import Grid, cell_labels, depth_cdf, finish_pass, ladder_totals_cells, score_of, store_pass
+    from depthtraj.analysis.passes import GEOMETRY_COLUMNS
 
     ds = case.dataset()
     below = [t for t in case.depths if t < case.T]
     grids = [Grid("a", tuple(case.grid), case.T), Grid("native", tuple(below), case.T)]
-    summary, cells = compute_together(*summarise_store(ds, grids))
-    for g in grids:
-        want = question_summary(earliest_depths(ds, g, endpoint=case.T)).compute()
-        for v in want.data_vars:
-            np.testing.assert_array_equal(summary[v].sel(grid=g.name).values, want[v].values, err_msg=v)
+    score = score_of(ds)
+    groups, codes = cell_labels(score)
+    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=7, seed=2)
+    res = finish_pass(delayed.compute(), meta)
+    W = bootstrap_weights(ds.question.values, 7, seed=2)
+    P = len(res.precision)
+    sums = res.sums.reshape(len(groups), P, len(grids), -1)
+    bsums = res.boot_sums.reshape(len(groups), 7, P, len(grids), -1)
+    bcounts = res.boot_counts.reshape(len(groups), 7, P, len(grids), -1)
+    for gi, g in enumerate(grids):
+        D = earliest_depths(ds, g, endpoint=case.T)
+        want = question_summary(D).compute()
+        for c, name in enumerate(GEOMETRY_COLUMNS):
+            x = want[name].values  # [question, precision]
+            for k in range(len(groups)):
+                xs = x[codes == k]
+                np.testing.assert_allclose(sums[k, :, gi, c], np.nansum(xs, 0), rtol=1e-12, atol=1e-12, err_msg=name)
+                ok = np.isfinite(xs)
+                Wk = W[:, codes == k]
+                np.testing.assert_allclose(bsums[k, :, :, gi, c], Wk @ np.where(ok, xs, 0), rtol=1e-12, atol=1e-12)
+                np.testing.assert_allclose(bcounts[k, :, :, gi, c], Wk @ ok, rtol=1e-12, atol=1e-12)
+        if len(groups) == 1 and g.depths:
+            F = depth_cdf(D).compute()
+            hist = res.hist[0, :, gi]  # [precision, method, J + 1]
+            n = res.counts.reshape(1, P, len(grids), -1)[0, :, gi, 0]
+            union = res.ladder_depths
+            cum = np.cumsum(hist, axis=-1)
+            for m, j in enumerate(("raw", "mean", "LSE", "env", "q", "dir", "res")):
+                for d in g.depths:
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        got = cum[:, m, union.index(d)] / n
+                    np.testing.assert_allclose(got, F[f"F_{j}"].sel(depth=d).values, rtol=1e-12, atol=1e-12, err_msg=j)
     if below:
         want = ladder_cells(ladder(ds, endpoint=case.T)).compute()
+        cells = ladder_totals_cells(res)
         for v in want.data_vars:
             np.testing.assert_allclose(cells[v].values, want[v].values, rtol=1e-12, atol=1e-12, equal_nan=True, err_msg=v)
+
+
+def test_pass_estimates_equal_cell_estimates(small_store):
+    from depthtraj.analysis import cell_labels, finish_pass, parse_grid, pass_estimates, score_of, store_pass
+
+    ds = open_store(small_store)
+    score = score_of(ds)
+    rec = [int(t) for t in ds.depth.values]
+    grid = parse_grid("quarter", rec, rec[-1])
+    groups, codes = cell_labels(score)
+    delayed, meta = store_pass(score, [grid], codes=codes, groups=groups, draws=300, seed=4)
+    est = pass_estimates(finish_pass(delayed.compute(), meta)).sel(grid="quarter", drop=True)
+    want = cell_estimates(question_summary(earliest_depths(ds, grid)).compute(), draws=300, seed=4)
+    for v in want.data_vars:
+        np.testing.assert_allclose(est[v].transpose(*want[v].dims).values, want[v].values, rtol=1e-9, atol=1e-12, err_msg=v)

@@ -8,9 +8,11 @@ quantity and citing its label:
   :func:`depth_area` (W_j, dense and sparse forms);
 * :mod:`.grid`: candidate depth sets 𝒯 (``quarter``, ``native``, lists, ranges);
 * :mod:`.aggregate`: arrangement-then-question averaging (:func:`question_summary`), cells
-  (model × task × precision; :func:`ladder_cells`, :func:`cell_estimates`), the paired
-  whole-question bootstrap, and :func:`summarise_store`, the one memory-bounded pass over a
-  store that the CLI uses;
+  (model × task × precision; :func:`ladder_cells`, :func:`cell_estimates`) and the paired
+  whole-question (Poisson) bootstrap;
+* :mod:`.kernels`: the compiled per-trajectory kernels every code path shares;
+* :mod:`.passes`: :func:`store_pass`, the one memory-bounded pass over a store that the CLI
+  uses (per-question summaries reduced chunk by chunk to cell totals and bootstrap sums);
 * :mod:`.tables`: the tables and their rich / CSV / JSON renderers;
 * :mod:`.cli`: ``depthtraj analyze``.
 
@@ -21,16 +23,17 @@ in the API and percent (increments: percentage points) in tables.
 from .aggregate import (
     INCREMENTS,
     SUMMARY_VARS,
-    bootstrap_indices,
     bootstrap_means,
+    bootstrap_weights,
     cell_estimates,
     cell_labels,
-    cell_rng,
     compute_together,
     ladder_cells,
+    ladder_totals_cells,
+    percentile_interval,
     question_summary,
-    summarise_store,
 )
+from .passes import PassResult, finish_pass, pass_estimates, question_keys, store_pass
 from .geometry import (
     BOUNDS,
     DEPTH_METHODS,
@@ -51,11 +54,17 @@ __all__ = [
     "LADDER_VARS",
     "SUMMARY_VARS",
     "Grid",
-    "bootstrap_indices",
+    "PassResult",
     "bootstrap_means",
+    "bootstrap_weights",
     "cell_estimates",
     "cell_labels",
-    "cell_rng",
+    "finish_pass",
+    "ladder_totals_cells",
+    "pass_estimates",
+    "percentile_interval",
+    "question_keys",
+    "store_pass",
     "compute_together",
     "depth_area",
     "depth_cdf",
@@ -70,5 +79,4 @@ __all__ = [
     "question_summary",
     "resolve_endpoint",
     "score_of",
-    "summarise_store",
 ]

@@ -8,12 +8,11 @@ Conventions (paper §4, ``pd:app:text-geometry``; appendix ``pd:sec:observation`
   ``W_j = mean_i W_{j,i}``.
 * **Cells** are model × task × precision arm. A store holds one model, so within a store the
   cells are task × precision.
-* **Whole-question percentile bootstrap.** For each task a matrix of resampled question
-  indices ``[draws, N]`` is drawn once and applied, as resampling counts, to every per-question
-  summary of every arm of that task (one matrix product), so the intervals of all quantities
-  of a cell, and of the increments between them, are paired. The index stream depends only on
-  ``(seed, task, N, draws)``. Matrices are drawn in row blocks of at most ``max_block``
-  entries (memory bound for very large N); within a block everything is vectorised.
+* **Whole-question percentile bootstrap** (Poisson form, see :mod:`.passes`): question i
+  enters draw b with multiplicity ``w_bi ~ Poisson(1)``, a function of (seed, question id, b)
+  only, applied to every per-question summary of every arm at once (one matrix product), so
+  the intervals of all quantities of a cell, of the increments between them, and of other
+  stores holding the same questions are paired.
 * Questions whose summary is NaN (incomplete trajectories) are left out of means and of
   resampled means alike (weighted by the counts of the questions present).
 """
@@ -21,8 +20,7 @@ Conventions (paper §4, ``pd:app:text-geometry``; appendix ``pd:sec:observation`
 from __future__ import annotations
 
 import warnings
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -34,15 +32,15 @@ __all__ = [
     "INCREMENTS",
     "LADDER_CELL_VARS",
     "SUMMARY_VARS",
-    "bootstrap_indices",
     "bootstrap_means",
+    "bootstrap_weights",
     "cell_estimates",
     "cell_labels",
-    "cell_rng",
     "compute_together",
     "ladder_cells",
+    "ladder_totals_cells",
+    "percentile_interval",
     "question_summary",
-    "summarise_store",
 ]
 
 #: Paired increments of depth area: name -> (minuend, subtrahend, text). ``r3:eq:depth-components``
@@ -253,6 +251,27 @@ _CELL_STATS = (
 )
 
 
+def ladder_totals_cells(res, by: str = "task"):
+    """:func:`ladder_cells` statistics from the ladder totals of a single pass
+    (:class:`~depthtraj.analysis.passes.PassResult`), plus ``n_promote``: the size of the
+    promotion set |P_t| (``pd:app:eq:promotion-set``) per cell, depth and arm (count)."""
+    import xarray as xr
+
+    from .kernels import LADDER_TOTALS
+
+    tot = xr.DataArray(
+        res.ladder, dims=(by, L.DEPTH, L.PRECISION, "stat"),
+        coords={by: res.groups, L.DEPTH: res.ladder_depths, L.PRECISION: res.precision,
+                "stat": list(LADDER_TOTALS)},
+    )
+    out = _cells_from_totals(tot)
+    out["n_promote"] = tot.sel(stat="n_promote", drop=True)
+    out["n_promote"].attrs.update(units="count", long_name="|P_t|: unique winner and B_q < m ≤ B_raw",
+                                  paper="pd:app:eq:promotion-set")
+    out.attrs.update(endpoint=res.endpoint)
+    return out.transpose(by, L.DEPTH, L.PRECISION)
+
+
 def _cells_from_totals(tot):
     """Cell statistics from group totals ``tot`` (..., stat) with ``stat`` = :data:`_CELL_STATS`."""
     import xarray as xr
@@ -271,182 +290,54 @@ def _cells_from_totals(tot):
     return out
 
 
-def _store_pass_kernel(block, K, codes, *, union_idx, t_idx, grid_pos, grid_depths, endpoint, n_groups):
-    """One question chunk ``[q, depth, candidate, arrangement, precision]`` -> (per-grid
-    question summaries ``[grid, q, precision, var]``, group ladder totals
-    ``[group, depth, precision, stat]``), through the same kernels as the public functions."""
-    s = np.asarray(block)
-    nq, _, C, A, P = s.shape
-    K = np.asarray(K).astype(np.int64)
-    sT = np.moveaxis(s[:, t_idx], 1, -1).astype(np.float64)  # [q, a, p, c]
-    real = np.arange(C)[None, :] < K[:, None]  # [q, c]
-    ok_T = (np.isfinite(sT) | ~real[:, None, None, :]).all(-1) & (K >= 2)[:, None, None]
-    lad = None
-    if union_idx:
-        st = s[:, union_idx].transpose(0, 3, 4, 1, 2)  # [q, a, p, J, c]
-        lad = dict(zip(LADDER_VARS, _ladder_kernel(st, sT, K[:, None, None])))  # [q, a, p, J]
-    summaries = []
-    for pos, depths in zip(grid_pos, grid_depths):
-        if pos:
-            bounds = [lad[var][..., pos] for var, _ in BOUNDS.values()]
-            D = _earliest_kernel(
-                *bounds, lad["unique"][..., pos], lad["valid"][..., pos], ok_T,
-                depths=np.asarray(depths, dtype=np.float64), endpoint=float(endpoint),
-            )
-        else:
-            D = (np.where(ok_T, float(endpoint), np.nan),) * len(DEPTH_METHODS)
-        S = _summary_kernel(*[np.moveaxis(d, 1, -1) for d in D], endpoint=float(endpoint))  # [q, p]
-        summaries.append(np.stack(S, axis=-1))
-    summ = np.stack(summaries, axis=0)  # [G, q, p, V]
-    if lad is None:
-        return summ, np.zeros((n_groups, 0, P, len(_CELL_STATS)))
-    names = ["valid", "unique", *LADDER_MEANS, *(var for var, _ in BOUNDS.values())]
-    per_q = _ladder_sums_kernel(*[np.moveaxis(lad[v], 1, -1) for v in names], n_means=len(LADDER_MEANS))
-    onehot = (np.asarray(codes)[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
-    return summ, np.einsum("qg,qpjs->gjps", onehot, per_q)  # [groups, J, p, stat]
-
-
-def summarise_store(ds, grids: Sequence[Grid], *, by: str = "task"):
-    """Everything the §3 tables need from a store, in one memory-bounded lazy pass.
-
-    Equivalent to :func:`question_summary` of :func:`~depthtraj.analysis.geometry.earliest_depths`
-    for each grid plus :func:`ladder_cells` of the ladder over the union of the grids' depths,
-    but each question chunk is read once and reduced at once to small outputs (per-question
-    summaries and per-group totals), so no ladder array outlives its chunk whatever the store
-    size. All grids must share one endpoint.
-
-    Returns
-    -------
-    (summary, cells): lazy xarray.Datasets. ``summary`` has dims (grid, question, precision)
-    and the variables of :data:`SUMMARY_VARS` (fractions); ``cells`` has dims (``by``, depth,
-    precision) over the union of the grid depths, as :func:`ladder_cells`.
-
-    Raises
-    ------
-    ValueError
-        when the grids disagree on the endpoint, no grid is given, or a grid depth is not
-        recorded.
-    """
-    import dask
-    import dask.array as da
-    import xarray as xr
-
-    grids = list(grids)
-    if not grids:
-        raise ValueError("no grid given")
-    T = grids[0].endpoint
-    if any(g.endpoint != T for g in grids):
-        raise ValueError("all grids of one pass must share the endpoint")
-    score = score_of(ds)
-    recorded = [int(t) for t in score[L.DEPTH].values]
-    missing = sorted({t for g in grids for t in g.depths if t not in recorded} | ({T} - set(recorded)))
-    if missing:
-        raise ValueError(f"depths {missing} are not recorded in the store")
-    union = sorted({t for g in grids for t in g.depths})
-    names, codes = cell_labels(score, by)
-    K = np.asarray(score["n_candidates"].values)
-    P = score.sizes[L.PRECISION]
-    kw = dict(
-        union_idx=[recorded.index(t) for t in union], t_idx=recorded.index(T),
-        grid_pos=[[union.index(t) for t in g.depths] for g in grids],
-        grid_depths=[list(g.depths) for g in grids], endpoint=T, n_groups=len(names),
-    )
-    blocks = score.data.to_delayed().ravel()
-    qchunks = score.chunks[0]
-    run = dask.delayed(_store_pass_kernel, pure=True, nout=2)
-    summ_parts, tot_parts, start = [], [], 0
-    for blk, nq in zip(blocks, qchunks):
-        sl = slice(start, start + nq)
-        start += nq
-        part = run(blk, K[sl], codes[sl], **kw)
-        summ_parts.append(da.from_delayed(part[0], shape=(len(grids), nq, P, len(SUMMARY_VARS)), dtype=np.float64))
-        tot_parts.append(da.from_delayed(part[1], shape=(len(names), len(union), P, len(_CELL_STATS)), dtype=np.float64))
-    summ = da.concatenate(summ_parts, axis=1)
-    tot = da.stack(tot_parts, axis=0).sum(axis=0)  # tree reduction over chunks
-
-    qcoords = {n: (L.QUESTION, np.asarray(c.values)) for n, c in score.coords.items()
-               if c.dims == (L.QUESTION,) and n != L.QUESTION}
-    summary = xr.Dataset(
-        {v: (("grid", L.QUESTION, L.PRECISION), summ[..., k]) for k, v in enumerate(SUMMARY_VARS)},
-        coords={"grid": [g.name for g in grids], L.QUESTION: score[L.QUESTION].values,
-                L.PRECISION: score[L.PRECISION].values, **qcoords},
-        attrs={"endpoint": T},
-    )
-    tot = xr.DataArray(
-        tot, dims=(by, L.DEPTH, L.PRECISION, "stat"),
-        coords={by: names, L.DEPTH: union, L.PRECISION: score[L.PRECISION].values, "stat": _CELL_STATS},
-    )
-    cells = _cells_from_totals(tot)
-    cells.attrs.update(endpoint=T)
-    return summary, cells
-
-
 # ----------------------------------------------------------------------------------------------
 # the bootstrap
 # ----------------------------------------------------------------------------------------------
-def cell_rng(seed: int, cell: str) -> np.random.Generator:
-    """The bootstrap generator of one cell group: a function of ``seed`` and the cell name only."""
-    key = zlib.crc32(str(cell).encode("utf-8"))
-    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(key,)))
+def bootstrap_weights(ids, draws: int, seed: int = 0) -> np.ndarray:
+    """Poisson(1) whole-question resampling multiplicities ``[draw, question]`` (float64).
 
-
-def _index_blocks(n: int, draws: int, rng: np.random.Generator, max_block: int) -> Iterator[np.ndarray]:
-    """Row blocks of the ``[draws, n]`` index matrix; the block height depends on n only."""
-    rows = max(1, int(max_block) // max(n, 1))
-    dtype = np.int32 if n < 2**31 else np.int64
-    for start in range(0, draws, rows):
-        yield rng.integers(0, n, size=(min(rows, draws - start), n), dtype=dtype)
-
-
-def bootstrap_indices(n: int, draws: int, rng: np.random.Generator, *, max_block: int = 2**22) -> np.ndarray:
-    """The resampled question indices ``[draws, n]`` that :func:`bootstrap_means` uses.
-
-    Same ``rng`` state, same ``max_block`` → the same matrix. For tests and small n.
+    ``ids`` are the question ids; entry (b, i) depends only on (seed, ids[i], b)
+    (:func:`~depthtraj.analysis.kernels.poisson_weights`), so every quantity, arm, grid and
+    store resampled with the same seed is paired question by question.
     """
+    from .kernels import poisson_weights
+    from .passes import question_keys
+
     if draws <= 0:
-        return np.zeros((0, n), dtype=np.int64)
-    return np.concatenate(list(_index_blocks(n, draws, rng, max_block)), axis=0)
+        return np.zeros((0, len(np.asarray(ids))))
+    return poisson_weights(question_keys(ids), int(draws), int(seed))
 
 
-def bootstrap_means(X: np.ndarray, draws: int, rng: np.random.Generator, *, max_block: int = 2**22) -> np.ndarray:
-    """Whole-question bootstrap means of every column of ``X`` ``[n, cols]``.
+def bootstrap_means(X: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Resampled means ``[draw, column]`` of the columns of ``X`` ``[question, column]``.
 
-    Each draw resamples n questions with replacement (one index row); its mean of column c is
-    ``Σ_i count_i X_ic / Σ_i count_i 1{X_ic finite}`` (NaN entries left out). One count matrix
-    serves every column, so the draws are paired across columns.
-
-    Returns ``[draws, cols]`` float64 (NaN where a draw has no finite value in a column).
-    Raises nothing for ``draws ≤ 0`` or ``n = 0`` (an empty / all-NaN result).
+    ``W`` ``[draw, question]`` are resampling multiplicities (:func:`bootstrap_weights`); a
+    draw's mean of column c is ``Σ_i w_bi X_ic / Σ_i w_bi 1{X_ic finite}`` (NaN entries left
+    out; NaN where a draw has no weight on a finite value). One product serves every column,
+    so the draws are paired across columns.
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
-    n, cols = X.shape
-    out = np.empty((max(draws, 0), cols), dtype=np.float64)
-    if draws <= 0 or n == 0:
-        out[:] = np.nan
-        return out
     V = np.isfinite(X)
-    complete = bool(V.all())
-    X0 = X if complete else np.where(V, X, 0.0)
-    Vf = None if complete else V.astype(np.float64)
-    pos = 0
-    for idx in _index_blocks(n, draws, rng, max_block):
-        b = idx.shape[0]
-        flat = idx.astype(np.int64, copy=False) if b * n >= 2**31 else idx
-        flat = flat + (np.arange(b, dtype=flat.dtype) * n)[:, None]  # row r's indices -> r*n + i
-        counts = np.bincount(flat.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[pos:pos + b] = (counts @ X0) / (float(n) if complete else counts @ Vf)
-        pos += b
-    return out
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (W @ np.where(V, X, 0.0)) / (W @ V.astype(np.float64))
+
+
+def percentile_interval(boot: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The (1-level)/2 and (1+level)/2 percentiles over the first axis (NaN draws ignored)."""
+    alpha = 1.0 - level
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanquantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+    return lo, hi
 
 
 def cell_estimates(
     summary,
     *,
     by: str = "task",
-    draws: int = 2000,
+    draws: int = 5000,
     seed: int = 0,
     level: float = 0.95,
     variables: Sequence[str] | None = None,
@@ -455,10 +346,11 @@ def cell_estimates(
 
     ``summary`` is a :func:`question_summary` Dataset, dims (question, precision), or several
     stacked along further dims (e.g. ``grid``); it is computed here if lazy (its size is N ×
-    columns). Cells are ``by`` (default task) × every other dim. One resampling matrix per
-    ``by`` value serves every variable and every other dim, so all intervals of a cell (and
-    across arms and grids) are paired, and a cell's intervals do not depend on what else is
-    estimated alongside it.
+    columns). Cells are ``by`` (default task) × every other dim. The Poisson multiplicities of
+    :func:`bootstrap_weights` (keyed by question id) serve every variable and every other dim,
+    so all intervals of a cell (and across arms, grids and stores) are paired, and a cell's
+    intervals do not depend on what else is estimated alongside it. The same draws as the
+    single pass of :mod:`.passes`.
 
     Returns
     -------
@@ -492,7 +384,7 @@ def cell_estimates(
     ref = variables.index("W_raw") if "W_raw" in variables else 0
     est = np.full((len(names), cols, Q, 3), np.nan)
     n = np.zeros((len(names), cols), dtype=np.int64)
-    alpha = 1.0 - level
+    ids = np.asarray(summary[L.QUESTION].values)
     for c, name in enumerate(names):
         Xc = X[codes == c]
         valid = np.isfinite(Xc)
@@ -500,10 +392,8 @@ def cell_estimates(
             est[c, :, :, 0] = (np.where(valid, Xc, 0.0).sum(0) / valid.sum(0)).reshape(cols, Q)
         n[c] = valid.reshape(-1, cols, Q)[:, :, ref].sum(0)
         if draws > 0 and Xc.shape[0] > 0:
-            boot = bootstrap_means(Xc, draws, cell_rng(seed, name))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                lo, hi = np.nanquantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+            boot = bootstrap_means(Xc, bootstrap_weights(ids[codes == c], draws, seed))
+            lo, hi = percentile_interval(boot, level)
             est[c, :, :, 1] = lo.reshape(cols, Q)
             est[c, :, :, 2] = hi.reshape(cols, Q)
     est = est.reshape((len(names),) + shape + (Q, 3))

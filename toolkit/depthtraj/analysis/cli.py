@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import layout as L
-from .aggregate import cell_estimates, compute_together, summarise_store
+from .aggregate import cell_labels, ladder_totals_cells
+from .passes import finish_pass, pass_estimates, store_pass
 from .geometry import score_of
 from .grid import Grid, parse_grid, resolve_endpoint
 from .tables import Analysis, depth_area_table, json_document, margin_ladder_table, render_csv, render_rich, write_out
@@ -49,7 +50,7 @@ def analyze_store(
     grids: Sequence[Grid],
     *,
     store: str = "",
-    draws: int = 2000,
+    draws: int = 5000,
     seed: int = 0,
     level: float = 0.95,
     by: str = "task",
@@ -70,12 +71,14 @@ def analyze_store(
     T = grids[0].endpoint
     if any(g.endpoint != T for g in grids):
         raise ValueError("all grids of one store must share the endpoint")
-    summary, cells = summarise_store(ds, grids, by=by)
-    with _progress():
-        summary, cells = compute_together(summary, cells)
-    model = model_name(ds)
     score = score_of(ds)
-    est_all = cell_estimates(summary, by=by, draws=draws, seed=seed, level=level)
+    groups, codes = cell_labels(score, by)
+    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=draws, seed=seed)
+    with _progress():
+        res = finish_pass(delayed.compute(), meta)
+    model = model_name(ds)
+    est_all = pass_estimates(res, by=by, level=level)
+    cells = ladder_totals_cells(res, by=by)
     out = []
     for g in grids:
         est = est_all.sel(grid=g.name, drop=True)
@@ -100,7 +103,7 @@ def run_analyze(
     *,
     grids: Sequence[str] = ("quarter", "native"),
     endpoint: int | None = None,
-    bootstrap: int = 2000,
+    bootstrap: int = 5000,
     seed: int = 0,
     fmt: str = "table",
     out: Path | None = None,

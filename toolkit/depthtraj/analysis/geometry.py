@@ -155,78 +155,32 @@ def _recorded(score) -> list[int]:
 # the per-chunk kernel
 # ----------------------------------------------------------------------------------------------
 def _ladder_kernel(st, sT, k):
-    """NumPy kernel: ``st[..., depth, cand]``, ``sT[..., cand]``, ``k[...]`` -> ladder tuple.
+    """NumPy-facing kernel: ``st[..., depth, cand]``, ``sT[..., cand]``, ``k[...]`` -> ladder tuple.
 
     Leading dims broadcast (question, arrangement, precision); outputs are ``[..., depth]`` in
-    the order of :data:`LADDER_VARS`. Candidate-first contiguous layouts make every max/min
-    over candidates an element-wise reduction over slices.
+    the order of :data:`LADDER_VARS`. The arithmetic is the compiled per-trajectory kernel
+    :func:`depthtraj.analysis.kernels.ladder_at` (one implementation for every code path).
     """
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        st = np.asarray(st, dtype=np.float64)
-        sT = np.asarray(sT, dtype=np.float64)
-        k = np.asarray(k).astype(np.int64)
-        n_cand = st.shape[-1]
-        S = np.ascontiguousarray(np.moveaxis(st, -1, 0))  # [C, ..., D]
-        E = np.moveaxis(sT, -1, 0)[..., None]  # [C, ..., 1]
-        ids = np.arange(n_cand).reshape((n_cand,) + (1,) * (S.ndim - 1))
-        M = ids < k[None, ..., None]  # [C, ..., 1] real candidates
-        E, S = np.broadcast_arrays(E, S)
-        M = np.broadcast_to(M, S.shape)
-        ok_t = np.where(M, np.isfinite(S), True).all(0)
-        ok_T = np.where(M, np.isfinite(E), True).all(0)
-        valid = ok_t & ok_T & (k[..., None] >= 2)
+    from . import kernels
 
-        delta = E - S
-        dmax = np.where(M, delta, -np.inf).max(0)
-        dmin = np.where(M, delta, np.inf).min(0)
-        Sm = np.where(M, S, -np.inf)
-        top = Sm.max(0)
-        a = Sm.argmax(0)  # first maximiser = lowest candidate identity
-        unique = (Sm == top[None]).sum(0) == 1
-
-        comp = M & (ids != a[None])  # competitors b ≠ a among the real candidates
-        delta_a = np.take_along_axis(delta, a[None], 0)[0]
-        sT_a = np.take_along_axis(E, a[None], 0)[0]
-        m = np.where(comp, top[None] - S, np.inf).min(0)
-        h = np.where(comp, delta - delta_a[None], -np.inf).max(0)
-        R = np.where(comp, sT_a[None] - E, np.inf).min(0)
-
-        # Centred radii through the exact identity 2‖δ - b1‖∞ = B_q + 2|mid(δ) - b|
-        # (pd:eq:centering): it keeps B_c ≥ B_q, hence L_c ≤ L_q and D_c ≥ D_q, in floating
-        # point too (for float32 stores every term below is exact in float64 except b_mean
-        # and b_LSE).
-        B_q = dmax - dmin
-        mid = (dmax + dmin) / 2.0
-        B_raw = B_q + 2.0 * np.abs(mid)
-        b_mean = np.where(M, delta, 0.0).sum(0) / k[..., None]
-        topT = np.where(M, E, -np.inf).max(0)
-        lse_T = topT + np.log(np.where(M, np.exp(E - topT[None]), 0.0).sum(0))
-        lse_t = top + np.log(np.where(M, np.exp(S - top[None]), 0.0).sum(0))
-        b_LSE = lse_T - lse_t
-        B_mean = B_q + 2.0 * np.abs(mid - b_mean)
-        B_LSE = B_q + 2.0 * np.abs(mid - b_LSE)
-        # The ladder, guarded so that pd:eq:ladder holds in floating point as it does exactly:
-        # each bound is capped by the next one up, anchored at R, whose sign is exact (a float
-        # difference has the sign of the exact difference). Every min is a no-op in exact
-        # arithmetic; it only removes ulp-level sign errors, e.g. m - h = +1e-16 at an exact
-        # endpoint tie (R = 0), which would otherwise certify a winner that does not survive.
-        L_dir = np.minimum(m - h, R)
-        L_q = np.minimum(m - B_q, L_dir)
-        L_raw = np.minimum(m - B_raw, L_q)
-        L_mean = np.minimum(m - B_mean, L_q)
-        L_LSE = np.minimum(m - B_LSE, L_q)
-        out = {
-            "m": m, "h": h, "R": R, "B_raw": B_raw, "B_q": B_q, "B_mean": B_mean, "B_LSE": B_LSE,
-            "mid": mid, "b_mean": b_mean, "b_LSE": b_LSE,
-            "L_raw": L_raw, "L_mean": L_mean, "L_LSE": L_LSE, "L_q": L_q,
-            "L_dir": L_dir, "L_res": R,
-            "A_tr": 2.0 * np.abs(mid), "A_dir": B_q - h, "A_pair": (R - m) + h,
-        }
-        res = [np.where(valid, out[name], np.nan) for name in _FLOAT_VARS]
-        res.append(unique & valid)
-        res.append(np.where(valid, a, -1).astype(np.int16))
-        res.append(valid)
-        return tuple(res)
+    st = np.asarray(st)
+    sT = np.asarray(sT)
+    lead = np.broadcast_shapes(st.shape[:-2], sT.shape[:-1], np.shape(k))
+    n_depth, n_cand = st.shape[-2], st.shape[-1]
+    dtype = np.result_type(st.dtype, sT.dtype, np.float32)
+    st = np.broadcast_to(st, lead + (n_depth, n_cand)).reshape(-1, n_depth, n_cand)
+    sT = np.broadcast_to(sT, lead + (n_cand,)).reshape(-1, 1, n_cand)
+    kk = np.broadcast_to(np.asarray(k), lead).reshape(-1).astype(np.int64)
+    s5 = np.concatenate([st, sT], axis=1).astype(dtype, copy=False)[..., None, None]
+    F, winner, unique, valid, _ = kernels.ladder_arrays(
+        np.ascontiguousarray(s5), kk, np.arange(n_depth, dtype=np.int64), n_depth
+    )
+    shape = lead + (n_depth,)
+    res = [F[f, :, :, 0, 0].reshape(shape) for f in range(len(_FLOAT_VARS))]
+    res.append(unique[:, :, 0, 0].reshape(shape))
+    res.append(winner[:, :, 0, 0].reshape(shape))
+    res.append(valid[:, :, 0, 0].reshape(shape))
+    return tuple(res)
 
 
 def _earliest_kernel(*arrays, depths, endpoint):
@@ -534,3 +488,10 @@ def depth_area(D, form: str = "dense", dims: Sequence[str] = (L.QUESTION,)):
         out[f"W_{j}"].attrs.update(units="fraction", paper="pd:eq:depth-area" if form == "dense" else "pd:eq:sparse-area")
     out.attrs.update(D.attrs, form=form)
     return out
+
+
+def _check_field_order() -> None:
+    from .kernels import LADDER_FIELDS
+
+    if tuple(_FLOAT_VARS) != LADDER_FIELDS:  # pragma: no cover - a programming error
+        raise AssertionError("geometry._FLOAT_VARS and kernels.LADDER_FIELDS disagree")

@@ -1,0 +1,271 @@
+"""One memory-bounded pass over a store: per-question summaries reduced to cell totals and
+paired whole-question bootstrap sums, chunk by chunk.
+
+Every question chunk of ``score`` is read once and reduced at once (compiled kernels of
+:mod:`~depthtraj.analysis.kernels`) to
+
+* **per-question summaries** (columns such as W_j of each grid and precision arm, arrangements
+  averaged, ``pd:eq:depth-area``), which never leave the chunk: they are summed per cell, and,
+  for the bootstrap, multiplied by the questions' Poisson(1) multiplicities of every draw
+  (``[draws, questions] @ [questions, columns]``);
+* **cell totals** of quantities that are reported without intervals (margin-ladder means and
+  pass shares per depth, promotion counts).
+
+Chunk results are added pairwise up a tree, so memory is bounded by a few chunks' results
+(``groups × draws × columns`` floats each), never by the number of questions.
+
+The bootstrap (``pd:sec:observation``, "Paired uncertainty estimates") is the whole-question
+**Poisson bootstrap**: in draw b question i enters with multiplicity ``w_bi ~ Poisson(1)``, a
+function of (seed, question id, b) only (:func:`~depthtraj.analysis.kernels.poisson_weights`), and
+a cell mean becomes ``Σ_i w_bi x_i / Σ_i w_bi``. It is the streaming form of the multinomial
+resample (same first two moments per question; the resample size varies around N); it is
+paired across every quantity, arm, grid and store that share questions, and independent of
+chunking and scheduling. Percentile intervals are read off the draws.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import layout as L
+from . import kernels as kern
+from .grid import Grid
+
+__all__ = ["PassResult", "question_keys", "store_pass"]
+
+#: Per-question geometry summaries per grid, in :func:`kernels.geometry_pass` order.
+GEOMETRY_COLUMNS: tuple[str, ...] = (
+    tuple(f"W_{j}" for j in ("raw", "mean", "LSE", "env", "q", "dir", "res"))
+    + tuple(f"before_{j}" for j in ("raw", "mean", "LSE", "env", "q", "dir", "res"))
+)
+
+
+def question_keys(ids) -> np.ndarray:
+    """64-bit bootstrap keys of question ids (blake2b of the UTF-8 id): ``[question]`` uint64.
+
+    The key, not the position, identifies a question to the bootstrap, so stores holding the
+    same questions in any order are resampled alike (paired).
+    """
+    ids = np.asarray(ids).tolist()
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(str(q).encode("utf-8"), digest_size=8,
+                                        person=b"depthtraj-boot").digest(), "little") for q in ids),
+        dtype=np.uint64, count=len(ids),
+    )
+
+
+@dataclass
+class PassResult:
+    """Summed results of :func:`store_pass` (numpy, after compute).
+
+    ``sums``/``counts`` ``[group, column]``: Σ_i x_i and #{i: x_i finite} per cell;
+    ``boot_sums``/``boot_counts`` ``[group, draw, column]``: Σ_i w_bi x_i and Σ_i w_bi 1{finite};
+    ``ladder`` ``[group, depth, precision, stat]`` (stat = :data:`kernels.LADDER_TOTALS`);
+    ``hist`` ``[group, precision, grid, method, depth + 1]``: distribution of D_j over the
+    ladder depths and T (see :func:`kernels.geometry_pass`).
+    """
+
+    groups: list[str]
+    columns: list[tuple[str, str, str]]  # (name, grid, precision)
+    sums: np.ndarray
+    counts: np.ndarray
+    boot_sums: np.ndarray
+    boot_counts: np.ndarray
+    ladder: np.ndarray
+    ladder_depths: list[int]
+    precision: list[str]
+    grids: list[Grid]
+    endpoint: int
+    draws: int
+    seed: int
+    hist: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _chunk(block, K, codes, keys, *, n_groups, union_idx, t_idx, member, union_depths, T, draws, seed, sub):
+    """One question chunk -> (sums, counts, boot_sums, boot_counts, ladder totals)."""
+    s = np.asarray(block)
+    X, tot, hist = kern.geometry_pass(
+        s, np.asarray(K, dtype=np.int64), np.asarray(codes, dtype=np.int64), n_groups,
+        union_idx, t_idx, member, union_depths, float(T),
+    )
+    nq = X.shape[0]
+    X = X.reshape(nq, -1)  # columns: (precision, grid, field)
+    V = np.isfinite(X)
+    X0 = np.where(V, X, 0.0)
+    Vf = V.astype(np.float64)
+    cols = X.shape[1]
+    sums = np.zeros((n_groups, cols))
+    counts = np.zeros((n_groups, cols))
+    boot_s = np.zeros((n_groups, max(draws, 0), cols))
+    boot_c = np.zeros((n_groups, max(draws, 0), cols))
+    codes = np.asarray(codes)
+    for g in np.unique(codes):
+        sel = codes == g
+        sums[g] = X0[sel].sum(0)
+        counts[g] = Vf[sel].sum(0)
+    if draws > 0:
+        keys = np.asarray(keys, dtype=np.uint64)
+        for start in range(0, nq, sub):
+            sl = slice(start, min(nq, start + sub))
+            W = kern.poisson_weights(keys[sl], draws, seed)  # [draws, q]
+            cs = codes[sl]
+            for g in np.unique(cs):
+                sel = cs == g
+                Wg = W[:, sel]
+                boot_s[g] += Wg @ X0[sl][sel]
+                boot_c[g] += Wg @ Vf[sl][sel]
+    return sums, counts, boot_s, boot_c, tot, hist
+
+
+def _add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _tree_sum(parts):
+    import dask
+
+    add = dask.delayed(_add, pure=True)
+    while len(parts) > 1:
+        parts = [add(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Sequence[str],
+               draws: int = 5000, seed: int = 0, sub: int = 1024):
+    """The delayed pass over ``score`` (see the module docstring).
+
+    Parameters
+    ----------
+    score
+        dask-backed ``score`` DataArray (question, depth, candidate, arrangement, precision),
+        chunked along question only, with ``n_candidates`` (as from
+        :func:`~depthtraj.analysis.geometry.score_of`).
+    grids
+        candidate grids sharing one endpoint T.
+    codes, groups
+        each question's cell index ``[question]`` and the cell names.
+    draws, seed
+        bootstrap draws (0: none) and seed.
+
+    Returns
+    -------
+    (delayed, meta): a dask Delayed computing the tuple of summed arrays, and the metadata
+    needed to build a :class:`PassResult` (:func:`finish_pass`).
+
+    Raises
+    ------
+    ValueError
+        when no grid is given, the grids disagree on T, or a grid depth is not recorded.
+    """
+    import dask
+
+    grids = list(grids)
+    if not grids:
+        raise ValueError("no grid given")
+    T = grids[0].endpoint
+    if any(g.endpoint != T for g in grids):
+        raise ValueError("all grids of one pass must share the endpoint")
+    recorded = [int(t) for t in score[L.DEPTH].values]
+    missing = sorted({t for g in grids for t in g.depths if t not in recorded} | ({T} - set(recorded)))
+    if missing:
+        raise ValueError(f"depths {missing} are not recorded in the store")
+    union = sorted({t for g in grids for t in g.depths})
+    member = np.array([[t in g.depths for t in union] for g in grids], dtype=bool).reshape(len(grids), len(union))
+    K = np.asarray(score["n_candidates"].values).astype(np.int64)
+    keys = question_keys(score[L.QUESTION].values) if draws > 0 else np.zeros(len(K), np.uint64)
+    codes = np.asarray(codes, dtype=np.int64)
+    kw = dict(
+        n_groups=len(groups), union_idx=np.array([recorded.index(t) for t in union], dtype=np.int64),
+        t_idx=recorded.index(T), member=member, union_depths=np.asarray(union, dtype=np.float64),
+        T=T, draws=int(draws), seed=int(seed), sub=int(sub),
+    )
+    run = dask.delayed(_chunk, pure=True)
+    parts, start = [], 0
+    for blk, nq in zip(score.data.to_delayed().ravel(), score.chunks[0]):
+        sl = slice(start, start + nq)
+        start += nq
+        parts.append(run(blk, K[sl], codes[sl], keys[sl], **kw))
+    if not parts:  # no question: one empty chunk gives correctly shaped zeros
+        empty = np.zeros((0,) + tuple(score.shape[1:]), dtype=score.dtype)
+        parts.append(run(empty, K[:0], codes[:0], keys[:0], **kw))
+    meta = dict(
+        groups=list(groups), grids=grids, endpoint=T, ladder_depths=union,
+        precision=[str(p) for p in score[L.PRECISION].values.tolist()], draws=int(draws), seed=int(seed),
+    )
+    return _tree_sum(parts), meta
+
+
+def finish_pass(values, meta) -> PassResult:
+    """A :class:`PassResult` from the computed tuple of :func:`store_pass` and its metadata."""
+    sums, counts, boot_s, boot_c, tot, hist = values
+    columns = [(name, g.name, p) for p in meta["precision"] for g in meta["grids"] for name in GEOMETRY_COLUMNS]
+    return PassResult(
+        groups=meta["groups"], columns=columns, sums=sums, counts=counts, boot_sums=boot_s,
+        boot_counts=boot_c, ladder=tot, ladder_depths=meta["ladder_depths"],
+        precision=meta["precision"], grids=meta["grids"], endpoint=meta["endpoint"],
+        draws=meta["draws"], seed=meta["seed"], hist=hist,
+    )
+
+
+def _interval(point, boot, level):
+    from .aggregate import percentile_interval
+
+    if boot.shape[0] == 0:
+        return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
+    lo, hi = percentile_interval(boot, level)
+    return point, lo, hi
+
+
+def pass_estimates(res: PassResult, *, by: str = "task", level: float = 0.95):
+    """Cell estimates of the depth-area quantities from a :class:`PassResult`.
+
+    Returns
+    -------
+    xarray.Dataset, dims (``by``, grid, precision, stat) with stat = ``estimate, lo, hi``:
+    ``W_j`` and ``before_j`` (fractions; means over the cell's questions with a finite
+    summary), the increments of :data:`~depthtraj.analysis.aggregate.INCREMENTS` (differences
+    of those means, draw by draw: paired), and ``n`` (by, grid, precision) questions counted.
+    The same values as :func:`~depthtraj.analysis.aggregate.cell_estimates` of the per-question
+    summaries.
+
+    Raises
+    ------
+    ValueError
+        for a ``level`` outside (0, 1).
+    """
+    import xarray as xr
+
+    from .aggregate import INCREMENTS
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    G, P = len(res.grids), len(res.precision)
+    F = len(GEOMETRY_COLUMNS)
+    shape = (len(res.groups), P, G, F)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (res.sums / res.counts).reshape(shape)
+        boot = (res.boot_sums / res.boot_counts).reshape((len(res.groups), -1, P, G, F))
+    boot = np.moveaxis(boot, 1, 0)  # [draw, group, P, G, F]
+    idx = {name: k for k, name in enumerate(GEOMETRY_COLUMNS)}
+    out = {}
+    for name in GEOMETRY_COLUMNS:
+        out[name] = _interval(mean[..., idx[name]], boot[..., idx[name]], level)
+    for name, (plus, minus, _) in INCREMENTS.items():
+        out[name] = _interval(
+            mean[..., idx[plus]] - mean[..., idx[minus]], boot[..., idx[plus]] - boot[..., idx[minus]], level
+        )
+    dims = (by, L.PRECISION, "grid", "stat")
+    ds = xr.Dataset(
+        {k: (dims, np.stack(v, axis=-1)) for k, v in out.items()},
+        coords={by: res.groups, L.PRECISION: res.precision, "grid": [g.name for g in res.grids],
+                "stat": ["estimate", "lo", "hi"]},
+    )
+    ds["n"] = ((by, L.PRECISION, "grid"), res.counts.reshape(shape)[..., idx["W_raw"]].astype(np.int64))
+    ds.attrs.update(endpoint=res.endpoint, draws=res.draws, seed=res.seed, level=float(level))
+    return ds.transpose(by, "grid", L.PRECISION, "stat")
