@@ -46,7 +46,9 @@ def test_table_and_csv(capsys, small_store):
     code, out, err = _run(capsys, small_store, fmt="csv", grids=["2,4"], bootstrap=0)
     assert code == 0
     blocks = out.split("\n\n")
-    assert [b.splitlines()[0] for b in blocks] == ["# depth_area", "# margin_ladder"]
+    assert [b.splitlines()[0] for b in blocks] == [
+        "# depth_area", "# levels", "# direction", "# centers", "# gains", "# margin_ladder"]
+    assert "skipped text_geometry" in err and "F1" in err  # a label store: one line, the reason
     rows = list(csv.DictReader(io.StringIO(blocks[0].split("\n", 1)[1])))
     assert len(rows) == 4 and rows[0]["grid_depths"] == "2,4" and rows[0]["W_q_lo"] == ""
     float(rows[0]["W_q"])
@@ -56,7 +58,8 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
     out_dir = tmp_path / "res"
     code, out, _ = _run(capsys, small_store, small_store, fmt="json", out=out_dir, grids=["quarter"], endpoint=6)
     assert code == 0
-    assert sorted(p.name for p in out_dir.iterdir()) == ["analysis.json", "depth_area.csv", "margin_ladder.csv"]
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "analysis.json", "centers.csv", "depth_area.csv", "direction.csv", "gains.csv", "levels.csv", "margin_ladder.csv"]
     doc = json.loads((out_dir / "analysis.json").read_text())
     assert doc == json.loads(out)
     assert [a["grid_depths"] for a in doc["analyses"]] == [[1, 3, 4], [1, 3, 4]]  # T=6 quarter
@@ -72,6 +75,14 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
         (dict(endpoint=11), "endpoint 11 is not a recorded depth"),
         (dict(fmt="xml"), "--format must be one of"),
         (dict(bootstrap=-1), "--bootstrap must be"),
+        (dict(level=1.5), "--level must lie in (0, 1)"),
+        (dict(by="colour"), "--by must be one of task, subject, K"),
+        (dict(select=["task"]), "expected KEY=VALUE"),
+        (dict(select=["colour=red"]), "--select colour: not a per-question coordinate"),
+        (dict(select=["task=nope"]), "no question matches"),
+        (dict(normalization="token"), "applies to answer-text stores"),
+        (dict(normalization="median"), "--normalization must be one of"),
+        (dict(scheduler_spec="fastest"), "--scheduler must be"),
     ],
 )
 def test_user_errors_are_one_line(capsys, small_store, kwargs, message):
@@ -95,3 +106,48 @@ def test_registered_command(small_store):
     res = runner.invoke(app, ["analyze", small_store, "--grid", "1,x"])
     assert res.exit_code == 2
     assert res.stderr.strip().splitlines() == ["depthtraj: error: grid '1,x' not understood; use quarter, native, a list like 8,16,24 or an inclusive range like 4:31"]
+
+
+def test_selection_grouping_and_endpoints(capsys, small_store):
+    code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0,
+                          select=["task=mmlu"], by="K", endpoint=[6, 8], scheduler_spec="synchronous")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [a["endpoint"] for a in doc["analyses"]] == [6, 8]
+    a = doc["analyses"][0]
+    assert a["selection"] == {"task": ["mmlu"]}
+    rows = a["tables"]["depth_area"]["rows"]
+    assert {r["K"] for r in rows} <= {"3", "4", "5"} and sum(r["N"] for r in rows if r["precision"] == "bf16") == 32
+    assert a["skipped"]["text_geometry"].startswith("needs an answer-text store")
+
+
+def test_gain_profiles_integrate_to_the_increments(capsys, small_store):
+    # arxiv:eq:depth-gains: on the full integer grid, (1/T) Σ_d G_tr(d) = W_q - W_raw and
+    # (1/T) Σ_d G_dp(d) = W_res - W_q, cell by cell.
+    code, out, err = _run(capsys, small_store, fmt="json", grids=["native"], bootstrap=0)
+    assert code == 0
+    a = json.loads(out)["analyses"][0]
+    T = a["endpoint"]
+    for r in a["tables"]["depth_area"]["rows"]:
+        g = [x for x in a["tables"]["gains"]["rows"] if (x["task"], x["precision"]) == (r["task"], r["precision"])]
+        assert [x["depth"] for x in g] == list(range(1, T))
+        assert sum(x["G_tr"] for x in g) / T == pytest.approx(r["delta_tr"], abs=1e-8)
+        assert sum(x["G_dp"] for x in g) / T == pytest.approx(r["delta_dp"], abs=1e-8)
+        assert all(x["F_raw"] <= x["F_q"] <= x["F_res"] + 1e-9 for x in g)  # nesting
+
+
+def test_schedulers_give_the_same_document(capsys, small_store):
+    # the pass is deterministic (bootstrap weights keyed by question id): any scheduler, same numbers
+    distributed = pytest.importorskip("distributed")
+    docs = []
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+        for spec in ("threads", "processes", cluster.scheduler_address):
+            code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=40, scheduler_spec=spec)
+            assert code == 0, err
+            docs.append(json.loads(out)["analyses"])
+    assert docs[0] == docs[1] == docs[2]
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code, out, err = _run(capsys, small_store, scheduler_spec="tcp://127.0.0.1:1")
+    assert code == 2 and "cannot connect" in err and err.count("\n") == 1

@@ -9,6 +9,7 @@ import xarray as xr
 from hypothesis import HealthCheck, given, settings
 
 from depthtraj.analysis import (
+    score_of,
     DEPTH_METHODS,
     earliest_depths,
     depth_area,
@@ -300,8 +301,18 @@ def test_lazy_until_computed(small_store):
     for obj in objs:
         for v in obj.data_vars:
             assert obj[v].chunks is not None, v
-    # work is per question chunk: outputs keep the store's question chunks
-    assert lad["m"].chunks[0] == ds["score"].chunks[0]
-    assert D["D_q"].chunks[0] == ds["score"].chunks[0]
+    # work is per question chunk: outputs keep the analysis chunks (small store chunks merged)
+    assert lad["m"].chunks[0] == score_of(ds).chunks[0] == (64,)
+    assert D["D_q"].chunks[0] == score_of(ds).chunks[0]
+    big = score_of(ds.score.chunk({"question": 16}), )
+    from depthtraj.analysis import geometry
+
+    old = geometry.CHUNK_BYTES
+    geometry.CHUNK_BYTES = 16 * 8 * 5 * 2 * 2 * 4  # 16 questions of this store per chunk
+    try:
+        assert score_of(ds).chunks[0] == (16, 16, 16, 16)  # store chunks already at the target
+    finally:
+        geometry.CHUNK_BYTES = old
+    assert big.chunks[0] == (64,)
     with pytest.raises(AssertionError, match="score chunk was computed"):
         depth_area(D).compute()

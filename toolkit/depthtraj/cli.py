@@ -82,17 +82,33 @@ def analyze(
         list[str],
         typer.Option(help="Candidate depths: quarter | native | a list '8,16,24' | a range '4:31'. Repeatable."),
     ] = ["quarter", "native"],
-    endpoint: Annotated[Optional[int], typer.Option(help="Endpoint depth T (default: the store's last depth).")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Whole-question bootstrap draws (0: none).")] = 2000,
+    endpoint: Annotated[
+        Optional[list[int]], typer.Option(help="Endpoint depth T (default: the store's last depth). Repeatable.")
+    ] = None,
+    bootstrap: Annotated[int, typer.Option(help="Whole-question bootstrap draws (0: none).")] = 5000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    level: Annotated[float, typer.Option(help="Interval coverage.")] = 0.95,
+    normalization: Annotated[
+        Optional[str], typer.Option(help="Text stores: score as sum | token | char mean of the continuation log-likelihood.")
+    ] = None,
+    select: Annotated[
+        list[str], typer.Option(help="Keep questions with KEY=VALUE[,VALUE] (task, subject, K, label). Repeatable.")
+    ] = [],
+    by: Annotated[str, typer.Option(help="Cells: task | subject | K (× precision arm).")] = "task",
+    scheduler: Annotated[
+        Optional[str], typer.Option(help="threads (default) | processes | synchronous | a dask.distributed address.")
+    ] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:
-    """Margin ladder and earliest qualifying depths (paper §3) of one or more stores."""
+    """The paper's §3–4 analyses (margin ladder, D_j, W_j, increments, gains) of one or more stores."""
     from .analysis.cli import run_analyze
 
     raise typer.Exit(
-        run_analyze(stores, grids=grid, endpoint=endpoint, bootstrap=bootstrap, seed=seed, fmt=format, out=out)
+        run_analyze(
+            stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
+            normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
+        )
     )
 
 
@@ -167,13 +183,20 @@ def collect(
     seed: Annotated[int, typer.Option(help="Base seed of the per-question initial states.")] = 0,
     chunk_size: Annotated[int, typer.Option(help="Questions per store chunk (unit of writing and resuming).")] = 64,
     resume: Annotated[bool, typer.Option(help="Continue an existing store: collect only its incomplete chunks.")] = False,
+    readout: Annotated[str, typer.Option(help="label (F1: option letters) | text (F2/F3: answer texts, character-normalised).")] = "label",
+    options: Annotated[bool, typer.Option("--options", help="Text readout: display the options block (F3); label readouts always do.")] = False,
+    arrangements: Annotated[int, typer.Option(help="1: identity order | 4: balanced arrangements (needs displayed options).")] = 1,
+    shard: Annotated[Optional[str], typer.Option(help="i/n: collect only chunks c with c mod n = i-1; n processes fill one store.")] = None,
 ) -> None:
-    """Run a recurrent model over benchmark questions; write a trajectory store (label scoring, F1)."""
-    from .collect import CollectError, Source
+    """Run a recurrent model over benchmark questions; write a trajectory store (F1, F2 or F3)."""
+    from .collect import CollectError, Source, check_readout, parse_shard
     from .collect import collect as run_collect
 
     try:
-        with _Progress(f"{task} × {depths} steps") as bar:
+        check_readout(readout, options, arrangements)
+        shard_ij = parse_shard(shard)
+        label = f"{task} × {depths} steps" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]" if shard_ij else "")
+        with _Progress(label) as bar:
             summary = run_collect(
                 adapter=adapter,
                 model=model,
@@ -186,6 +209,10 @@ def collect(
                 seed=seed,
                 chunk_size=chunk_size,
                 resume=resume,
+                readout=readout,
+                options=options,
+                arrangements=arrangements,
+                shard=shard_ij,
                 progress=bar,
                 log=lambda m: typer.echo(m, err=True),
             )

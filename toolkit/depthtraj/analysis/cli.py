@@ -1,4 +1,4 @@
-"""``depthtraj analyze``: the §3 analysis of one or more stores (margin ladder, D_j, W_j).
+"""``depthtraj analyze``: the §3–4 analyses of one or more stores.
 
 :func:`analyze_store` computes every table of one store for several grids in one lazy pass
 (the ladder over the union of the grids' depths is computed once per question chunk);
@@ -21,9 +21,21 @@ from .aggregate import cell_labels, ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
 from .geometry import score_of
 from .grid import Grid, parse_grid, resolve_endpoint
-from .tables import Analysis, depth_area_table, json_document, margin_ladder_table, render_csv, render_rich, write_out
+from .inputs import BY, normalized_score, parse_selections, readout_info, select_questions
+from .tables import (
+    PAPER_AREA_TABLES,
+    Analysis,
+    depth_area_table,
+    gains_table,
+    json_document,
+    margin_ladder_table,
+    paper_area_table,
+    render_csv,
+    render_rich,
+    write_out,
+)
 
-__all__ = ["FORMATS", "analyze_store", "model_name", "run_analyze"]
+__all__ = ["FORMATS", "analyze_store", "model_name", "run_analyze", "scheduler"]
 
 FORMATS = ("table", "csv", "json")
 USER_ERROR = 2
@@ -54,11 +66,15 @@ def analyze_store(
     seed: int = 0,
     level: float = 0.95,
     by: str = "task",
+    selection: dict | None = None,
 ) -> list[Analysis]:
-    """Every §3 table of one store Dataset for each grid (all grids share one endpoint).
+    """Every §3–4 table of one store Dataset for each grid (all grids share one endpoint).
 
-    Returns one :class:`~depthtraj.analysis.tables.Analysis` per grid, holding the
-    ``depth_area`` and ``margin_ladder`` tables. Computes (one dask pass over the store).
+    ``ds`` is already normalised (:func:`~depthtraj.analysis.inputs.normalized_score`) and
+    selected (:func:`~depthtraj.analysis.inputs.select_questions`); ``by`` is a cell grouping
+    of :data:`~depthtraj.analysis.inputs.BY`. Returns one
+    :class:`~depthtraj.analysis.tables.Analysis` per grid. Computes one dask pass over the store
+    (:func:`~depthtraj.analysis.passes.store_pass`) on the current dask scheduler.
 
     Raises
     ------
@@ -72,25 +88,75 @@ def analyze_store(
     if any(g.endpoint != T for g in grids):
         raise ValueError("all grids of one store must share the endpoint")
     score = score_of(ds)
-    groups, codes = cell_labels(score, by)
+    coord = BY.get(by, by)
+    groups, codes = cell_labels(score, coord)
     delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=draws, seed=seed)
     with _progress():
         res = finish_pass(delayed.compute(), meta)
     model = model_name(ds)
+    info = readout_info(ds)
+    norm = ds.attrs.get("normalization") or info["normalization"]
+    readout = info["label"] + (f" {norm}" if info["kind"] == "text" else "")
     est_all = pass_estimates(res, by=by, level=level)
     cells = ladder_totals_cells(res, by=by)
     out = []
     for g in grids:
         est = est_all.sel(grid=g.name, drop=True)
-        tables = {"depth_area": depth_area_table(est, store=store, model=model, grid=g)}
-        tables["margin_ladder"] = margin_ladder_table(cells, store=store, model=model, grid=g)
+        kw = dict(store=store, model=model, grid=g, readout=readout)
+        tables = {"depth_area": depth_area_table(est, **kw)}
+        skipped = {}
+        for name, (_, _, _, kinds) in PAPER_AREA_TABLES.items():
+            if kinds is None or info["label"] in kinds:
+                tables[name] = paper_area_table(name, est, **kw)
+            else:
+                skipped[name] = f"needs an answer-text store ({'/'.join(kinds)}); this store is {info['label']}"
+        if g.depths:
+            tables["gains"] = gains_table(res, by=by, **kw)
+            tables["margin_ladder"] = margin_ladder_table(cells, **kw)
+        else:
+            skipped["gains"] = skipped["margin_ladder"] = f"grid {g.name} has no candidate depth below T={T}"
         out.append(Analysis(
             store=store, model=model, endpoint=T, grid=g,
             n_questions=int(score.sizes[L.QUESTION]), arrangements=int(score.sizes[L.ARRANGEMENT]),
             precision=[str(p) for p in score[L.PRECISION].values.tolist()],
-            draws=draws, seed=seed, tables=tables,
+            draws=draws, seed=seed, tables=tables, readout=readout,
+            selection=dict(selection or {}), skipped=skipped,
         ))
     return out
+
+
+@contextlib.contextmanager
+def scheduler(spec: str | None):
+    """Run dask work on ``spec``: ``threads`` (default), ``processes``, ``synchronous``, or a
+    dask.distributed scheduler address (``tcp://host:8786``; needs ``depthtraj[distributed]``).
+
+    Raises
+    ------
+    ValueError
+        for an unknown name, a missing dask.distributed, or an unreachable address.
+    """
+    import dask
+
+    spec = (spec or "threads").strip()
+    if spec in ("threads", "processes", "synchronous"):
+        with dask.config.set(scheduler=spec):
+            yield
+        return
+    if "://" not in spec and ":" not in spec:
+        raise ValueError(f"--scheduler must be threads, processes, synchronous or a scheduler address, got {spec!r}")
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ValueError("--scheduler ADDRESS needs dask.distributed: pip install 'depthtraj[distributed]'") from None
+    try:
+        client = Client(spec, timeout=dask.config.get("distributed.comm.timeouts.connect", "10s"), set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(f"--scheduler {spec}: cannot connect ({type(exc).__name__}: {exc})") from None
+    try:
+        with dask.config.set(scheduler=client.get):
+            yield
+    finally:
+        client.close()
 
 
 def _error(message: str) -> int:
@@ -102,19 +168,26 @@ def run_analyze(
     stores: Sequence[str],
     *,
     grids: Sequence[str] = ("quarter", "native"),
-    endpoint: int | None = None,
+    endpoint: int | Sequence[int] | None = None,
     bootstrap: int = 5000,
     seed: int = 0,
+    level: float = 0.95,
+    normalization: str | None = None,
+    select: Sequence[str] = (),
+    by: str = "task",
+    scheduler_spec: str | None = None,
     fmt: str = "table",
     out: Path | None = None,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
-    For each store: open it, resolve the endpoint (default its last depth) and parse every
-    grid; only when every input checks out compute the tables and print them on stdout as
-    ``fmt`` (``table`` rich text, ``csv`` blocks each after a ``# <table>`` line, ``json`` one
-    document); ``out`` also gets ``depth_area.csv``, ``margin_ladder.csv`` and
-    ``analysis.json``.
+    For each store and endpoint: open it, normalise (text stores), select questions, resolve the
+    endpoint (default its last depth) and parse every grid; only when every input checks out
+    compute the tables (one pass per store and endpoint, on ``scheduler_spec``) and print them
+    on stdout as ``fmt`` (``table`` rich text, ``csv`` blocks each after a ``# <table>`` line,
+    ``json`` one document); ``out`` also gets one ``<table>.csv`` per table and
+    ``analysis.json``. Tables a store cannot support are listed with a one-line reason on
+    stderr (and under ``skipped`` in the JSON).
     """
     from ..store import StoreError, open_store
 
@@ -122,30 +195,46 @@ def run_analyze(
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if bootstrap < 0:
         return _error(f"--bootstrap must be ≥ 0, got {bootstrap}")
+    if not 0.0 < level < 1.0:
+        return _error(f"--level must lie in (0, 1), got {level}")
+    if by not in BY:
+        return _error(f"--by must be one of {', '.join(BY)}, got {by!r}")
     if not stores:
         return _error("no store given")
     grids = list(grids) or ["quarter", "native"]
+    endpoints = [None] if endpoint is None else ([endpoint] if isinstance(endpoint, int) else list(endpoint) or [None])
     try:
+        selections = parse_selections(select)
         jobs = []
         for path in stores:
             ds = open_store(path)
             if "score" not in ds.data_vars:
                 raise ValueError(f"{path}: the store has no 'score' variable")
+            ds = select_questions(normalized_score(ds, normalization), selections)
             recorded = [int(t) for t in ds[L.DEPTH].values]
-            T = resolve_endpoint(recorded, endpoint)
-            parsed: list[Grid] = []
-            for spec in grids:
-                g = parse_grid(spec, recorded, T)
-                if g.name not in {p.name for p in parsed}:
-                    parsed.append(g)
-            jobs.append((str(path), ds, parsed))
+            for e in endpoints:
+                T = resolve_endpoint(recorded, e)
+                parsed: list[Grid] = []
+                for spec in grids:
+                    g = parse_grid(spec, recorded, T)
+                    if g.name not in {p.name for p in parsed}:
+                        parsed.append(g)
+                jobs.append((str(path), ds, parsed))
         analyses = []
-        for path, ds, parsed in jobs:
-            analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed)
+        with scheduler(scheduler_spec):
+            for path, ds, parsed in jobs:
+                analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
+                                          by=by, selection=selections)
     except (StoreError, ValueError) as exc:
         return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
-    document = json_document(analyses, draws=bootstrap, seed=seed)
+    reported = set()
+    for an in analyses:
+        for name, why in an.skipped.items():
+            if (an.store, name, why) not in reported:
+                reported.add((an.store, name, why))
+                print(f"depthtraj: skipped {name} for {an.store}: {why}", file=sys.stderr)
+    document = json_document(analyses, draws=bootstrap, seed=seed, level=level)
     if out is not None:
         try:
             write_out(Path(out), analyses, document)

@@ -101,10 +101,15 @@ _FLOAT_VARS: dict[str, tuple[str, str]] = {
 LADDER_VARS: tuple[str, ...] = tuple(_FLOAT_VARS) + ("unique", "winner", "valid")
 
 
+#: Target bytes of one question chunk of ``score`` in the analyses (see :func:`score_of`).
+CHUNK_BYTES = 32 * 2**20
+
+
 def score_of(obj):
     """The ``score`` DataArray of a Dataset (or the DataArray itself), chunked for analysis.
 
-    The result is dask-backed, chunked along ``question`` only (depth and candidate whole).
+    The result is dask-backed, chunked along ``question`` only (depth and candidate whole);
+    question chunks much smaller than :data:`CHUNK_BYTES` are merged to about that size.
 
     Raises
     ------
@@ -139,11 +144,18 @@ def score_of(obj):
     }
     if small:
         score = score.assign_coords(small)
+    # Question chunks of about CHUNK_BYTES (stores written with small chunks, e.g. collect's
+    # 64 questions, are merged: fewer, larger tasks; memory stays bounded by the chunk size).
+    per_question = max(1, int(np.prod([score.sizes[d] for d in L.SCORE_DIMS[1:]])) * score.dtype.itemsize)
+    rows = max(1, min(score.sizes[L.QUESTION], CHUNK_BYTES // per_question))
     if score.chunks is None:
-        score = score.chunk({L.QUESTION: min(score.sizes[L.QUESTION], 4096) or 1})
+        score = score.chunk({L.QUESTION: rows})
     whole = {d: -1 for d in (L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION)}
     if any(len(score.chunksizes[d]) > 1 for d in whole):
         score = score.chunk(whole)
+    qchunks = score.chunksizes[L.QUESTION]
+    if len(qchunks) > 1 and max(qchunks) < rows // 2:
+        score = score.chunk({L.QUESTION: rows})
     return score
 
 

@@ -41,15 +41,19 @@ __all__ = [
     "Analysis",
     "Column",
     "Table",
+    "PAPER_AREA_TABLES",
     "depth_area_table",
+    "estimate_table",
+    "gains_table",
     "json_document",
     "margin_ladder_table",
+    "paper_area_table",
     "render_csv",
     "render_rich",
     "write_out",
 ]
 
-SCHEMA = "depthtraj.analysis/1"
+SCHEMA = "depthtraj.analysis/2"
 """The version of the JSON document (bump when a key changes meaning)."""
 
 
@@ -111,11 +115,16 @@ class Analysis:
     draws: int
     seed: int
     tables: dict[str, Table]
+    readout: str = "F1"
+    selection: dict[str, list[str]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
             "store": self.store,
             "model": self.model,
+            "readout": self.readout,
+            "selection": dict(self.selection),
             "endpoint": self.endpoint,
             "grid": self.grid.name,
             "grid_depths": list(self.grid.depths),
@@ -123,6 +132,7 @@ class Analysis:
             "arrangements": self.arrangements,
             "precision": list(self.precision),
             "tables": {name: t.to_json() for name, t in self.tables.items()},
+            "skipped": dict(self.skipped),
         }
 
 
@@ -143,6 +153,7 @@ def _json_value(v):
 _KEYS_AREA = [
     Column("store", "Store", kind="str", show=False),
     Column("model", "Model", kind="str"),
+    Column("readout", "Readout", kind="str", description="F1 label, F2 text without options, F3 text with options (+ normalisation)"),
     Column("task", "Task", kind="str"),
     Column("precision", "Precision", kind="str"),
     Column("T", "T", kind="int", description="endpoint depth"),
@@ -176,41 +187,141 @@ def depth_area_columns() -> list[Column]:
     return cols
 
 
-def depth_area_table(est, *, store: str, model: str, grid: Grid) -> Table:
-    """The ``depth_area`` table from a :func:`~depthtraj.analysis.aggregate.cell_estimates`
-    Dataset (dims task, precision, stat; fractions) — values ×100 into % / pp."""
-    cols = depth_area_columns()
+_BY_HEADERS = {"task": "Task", "subject": "Subject", "K": "K"}
+
+
+def _with_cell(columns: list[Column], by: str) -> list[Column]:
+    """``columns`` with the ``task`` key column renamed to the cell grouping ``by``."""
+    if by == "task":
+        return columns
+    return [Column(by, _BY_HEADERS.get(by, by), kind="str") if c.key == "task" else c for c in columns]
+
+
+def _ci_text(est) -> str:
+    level = est.attrs.get("level", 0.95)
+    draws = est.attrs.get("draws", 0)
+    return f"{level:.0%} whole-question bootstrap, {draws} draws" if draws else "no bootstrap"
+
+
+def estimate_table(name: str, title: str, est, columns: list[Column], *, store: str, model: str,
+                   grid: Grid, readout: str = "F1", groups: dict[str, str] | None = None) -> Table:
+    """A table with one row per cell (``by`` × precision) from cell estimates ``est`` (dims
+    ``by``, precision, stat; fractions), the non-key ``columns`` ×100 into % / pp."""
     by = [d for d in est.dims if d not in (L.PRECISION, "stat")][0]
+    columns = _with_cell(columns, by)
+    draws = est.attrs.get("draws", 0)
     rows = []
     for cell in est[by].values.tolist():
         for prec in est[L.PRECISION].values.tolist():
             sel = est.sel({by: cell, L.PRECISION: prec})
             row: dict[str, Any] = {
-                "store": store, "model": model, "task": str(cell), "precision": str(prec),
-                "T": grid.endpoint, "N": int(sel["n"].values), "grid": grid.name,
-                "grid_depths": format_depths(grid.depths),
+                "store": store, "model": model, "readout": readout, by: str(cell),
+                "precision": str(prec), "T": grid.endpoint, "N": int(sel["n"].values),
+                "grid": grid.name, "grid_depths": format_depths(grid.depths),
             }
-            for c in cols:
+            for c in columns:
                 if c.group == "key":
                     continue
                 e, lo, hi = (float(x) * 100.0 for x in sel[c.key].values)
                 row[c.key] = e
-                row[f"{c.key}_lo"] = lo if est.attrs.get("draws", 0) else None
-                row[f"{c.key}_hi"] = hi if est.attrs.get("draws", 0) else None
+                row[f"{c.key}_lo"] = lo if draws else None
+                row[f"{c.key}_hi"] = hi if draws else None
             rows.append(row)
-    level = est.attrs.get("level", 0.95)
-    draws = est.attrs.get("draws", 0)
-    ci = f"{level:.0%} whole-question bootstrap, {draws} draws" if draws else "no bootstrap"
     return Table(
-        "depth_area",
-        f"Normalised depth areas W (%) and paired increments (pp), grid {grid.name} "
-        f"{{{format_depths(grid.depths)}}}, T={grid.endpoint}; {ci}",
-        cols, rows,
+        name,
+        f"{title}, grid {grid.name} {{{format_depths(grid.depths)}}}, T={grid.endpoint}; {_ci_text(est)}",
+        columns, rows, groups=groups or {"value": ""},
+    )
+
+
+def depth_area_table(est, *, store: str, model: str, grid: Grid, readout: str = "F1") -> Table:
+    """The complete ``depth_area`` table from cell estimates (dims task, precision, stat;
+    fractions): every W_j, Pr(D_j < T) and increment, in % / pp."""
+    return estimate_table(
+        "depth_area", "Normalised depth areas W (%) and paired increments (pp)", est,
+        depth_area_columns(), store=store, model=model, grid=grid, readout=readout,
         groups={
             "levels": "depth areas (pd:app:tab:levels)",
             "increments": "paired increments (pd:app:tab:direction)",
             "before": "fraction qualifying before the endpoint",
         },
+    )
+
+
+def _subset(cols: list[Column], keys: dict[str, str]) -> list[Column]:
+    """Key columns plus ``keys`` (column key -> header) from ``cols``, in ``keys`` order."""
+    by_key = {c.key: c for c in cols}
+    out = [c for c in cols if c.group == "key"]
+    for k, head in keys.items():
+        c = by_key[k]
+        out.append(Column(c.key, head, c.unit, c.interval, group="value", digits=c.digits, description=c.description))
+    return out
+
+
+#: The paper's table layouts built from the depth-area estimates: name -> (paper label,
+#: title, columns, readouts the layout applies to (None: all)).
+PAPER_AREA_TABLES: dict[str, tuple[str, str, dict[str, str], tuple[str, ...] | None]] = {
+    "levels": ("pd:app:tab:levels", "Normalised depth areas (%)",
+               {"W_raw": "Raw", "W_mean": "Mean", "W_q": "Quotient", "W_dir": "Directed", "W_res": "Reserve"}, None),
+    "direction": ("pd:app:tab:direction", "Paired increases in depth area (pp)",
+                  {"delta_tr": "W_q−W_raw", "delta_dir": "W_dir−W_q", "delta_pair": "W_res−W_dir"}, None),
+    "centers": ("pd:tab:centers", "Quotient over conventional centres (pp)",
+                {"q_minus_mean": "Quotient − mean", "q_minus_LSE": "Quotient − LSE", "q_minus_env": "Quotient − envelope"}, None),
+    "text_geometry": ("pd:app:tab:text-geometry", "Winner-aware geometry under answer-text scoring (pp)",
+                      {"delta_dir": "Direction", "delta_pair": "Competitor pairing", "delta_dp": "Reserve−quotient"},
+                      ("F2", "F3")),
+}
+
+
+def paper_area_table(name: str, est, *, store: str, model: str, grid: Grid, readout: str = "F1") -> Table:
+    """One of :data:`PAPER_AREA_TABLES` from cell estimates (see :func:`estimate_table`)."""
+    label, title, keys, _ = PAPER_AREA_TABLES[name]
+    return estimate_table(name, f"{title} ({label})", est, _subset(depth_area_columns(), keys),
+                          store=store, model=model, grid=grid, readout=readout)
+
+
+def gains_table(res, *, store: str, model: str, grid: Grid, readout: str = "F1", by: str = "task") -> Table:
+    """Earliest-depth curves F_j(d) (%) and gain profiles G_tr(d) = F_q - F_raw,
+    G_dp(d) = F_res - F_q (pp) at the grid depths (``pd:cor:depth``, ``arxiv:eq:depth-gains``),
+    from the D_j histogram of a :class:`~depthtraj.analysis.passes.PassResult`."""
+    cols = [
+        Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
+        Column("readout", "Readout", kind="str"), Column("task", "Task", kind="str"),
+        Column("precision", "Precision", kind="str"), Column("T", "T", kind="int"),
+        Column("grid", "Grid", kind="str"), Column("depth", "d", kind="int"),
+        Column("N", "N", kind="int", group="curve"),
+    ]
+    for j, head in (("raw", "Raw"), ("mean", "Mean"), ("LSE", "LSE"), ("env", "Envelope"),
+                    ("q", "Quotient"), ("dir", "Directed"), ("res", "Reserve")):
+        cols.append(Column(f"F_{j}", f"F {head} %", "%", group="curve",
+                           description=f"Pr(D_{j} ≤ d) (pd:cor:depth)"))
+    cols.append(Column("G_tr", "G_tr pp", "pp", group="gain", description="F_q(d) − F_raw(d) (arxiv:eq:depth-gains)"))
+    cols.append(Column("G_dp", "G_dp pp", "pp", group="gain", description="F_res(d) − F_q(d) (arxiv:eq:depth-gains)"))
+    cols = _with_cell(cols, by)
+    gi = [g.name for g in res.grids].index(grid.name)
+    methods = ("raw", "mean", "LSE", "env", "q", "dir", "res")
+    rows = []
+    for k, cell in enumerate(res.groups):
+        for p, prec in enumerate(res.precision):
+            cum = np.cumsum(res.hist[k, p, gi], axis=-1)  # [method, J + 1]
+            n = float(res.hist[k, p, gi, 0].sum())
+            for d in grid.depths:
+                col = res.ladder_depths.index(d)
+                F = {j: (cum[m, col] / n * 100.0 if n else float("nan")) for m, j in enumerate(methods)}
+                row: dict[str, Any] = {
+                    "store": store, "model": model, "readout": readout, by: str(cell),
+                    "precision": str(prec), "T": grid.endpoint, "grid": grid.name, "depth": int(d),
+                    "N": int(round(n)),
+                }
+                row.update({f"F_{j}": v for j, v in F.items()})
+                row["G_tr"] = F["q"] - F["raw"]
+                row["G_dp"] = F["res"] - F["q"]
+                rows.append(row)
+    return Table(
+        "gains",
+        f"Earliest-depth curves F_j(d) and gain profiles (pd:cor:depth, arxiv:eq:depth-gains), "
+        f"grid {grid.name}, T={grid.endpoint}",
+        cols, rows, groups={"curve": "F_j(d) (%)", "gain": "gain profiles (pp)"},
     )
 
 
@@ -221,6 +332,7 @@ def margin_ladder_columns() -> list[Column]:
     cols = [
         Column("store", "Store", kind="str", show=False),
         Column("model", "Model", kind="str"),
+        Column("readout", "Readout", kind="str"),
         Column("task", "Task", kind="str"),
         Column("precision", "Precision", kind="str"),
         Column("T", "T", kind="int"),
@@ -235,14 +347,16 @@ def margin_ladder_columns() -> list[Column]:
     for j in BOUNDS:
         cols.append(Column(f"pass_{j}", f"pass {j} %", "%", group="pass",
                            description=f"share of entries with a unique winner and L_{j} > 0"))
+    cols.append(Column("n_promote", "|P_t|", kind="int", group="pass",
+                       description="promotion set size: unique winner and B_q < m ≤ B_raw (pd:app:eq:promotion-set)"))
     return cols
 
 
-def margin_ladder_table(cells, *, store: str, model: str, grid: Grid) -> Table:
+def margin_ladder_table(cells, *, store: str, model: str, grid: Grid, readout: str = "F1") -> Table:
     """The ``margin_ladder`` table from a computed
     :func:`~depthtraj.analysis.aggregate.ladder_cells` Dataset (dims task, depth, precision)."""
-    cols = margin_ladder_columns()
     by = [d for d in cells.dims if d not in (L.PRECISION, L.DEPTH)][0]
+    cols = _with_cell(margin_ladder_columns(), by)
     rows = []
     if grid.depths:
         sub = cells.sel({L.DEPTH: list(grid.depths)})
@@ -251,12 +365,14 @@ def margin_ladder_table(cells, *, store: str, model: str, grid: Grid) -> Table:
                 for t in grid.depths:
                     sel = sub.sel({by: cell, L.PRECISION: prec, L.DEPTH: t})
                     row: dict[str, Any] = {
-                        "store": store, "model": model, "task": str(cell), "precision": str(prec),
-                        "T": grid.endpoint, "grid": grid.name, "depth": int(t),
+                        "store": store, "model": model, "readout": readout, by: str(cell),
+                        "precision": str(prec), "T": grid.endpoint, "grid": grid.name, "depth": int(t),
                         "n": int(sel["n"].values),
                     }
+                    if "n_promote" in sel:
+                        row["n_promote"] = int(sel["n_promote"].values)
                     for c in cols:
-                        if c.group == "key" or c.key == "n":
+                        if c.group == "key" or c.key in ("n", "n_promote"):
                             continue
                         v = float(sel[c.key].values)
                         row[c.key] = v * 100.0 if c.unit == "%" else v
@@ -353,7 +469,8 @@ def render_csv(analyses: Sequence[Analysis], file: TextIO) -> None:
 
 
 def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level: float = 0.95) -> dict:
-    """The single JSON document (``"schema": "depthtraj.analysis/1"``)."""
+    """The single JSON document (``"schema": "depthtraj.analysis/2"``, see
+    ``spec/analysis-json.md``)."""
     from .. import __version__
 
     return {
@@ -362,7 +479,7 @@ def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level:
         "paper_section": "sec:geometry",
         "bootstrap": {
             "draws": int(draws), "seed": int(seed), "level": float(level),
-            "method": "whole-question percentile bootstrap, paired within each task",
+            "method": "whole-question Poisson(1) percentile bootstrap, multiplicities keyed by question id (paired across quantities, arms, grids and stores)",
         },
         "units": {"%": "percent", "pp": "percentage points", "nats": "natural-log score units"},
         "analyses": [an.to_json() for an in analyses],

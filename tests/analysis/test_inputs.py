@@ -1,0 +1,58 @@
+"""Readout normalisation (pd:app:eq:text-scoring), question selection and text-store tables."""
+
+import json
+
+import numpy as np
+import pytest
+
+from depthtraj.analysis.cli import run_analyze
+from depthtraj.analysis.inputs import normalized_score, parse_selections, readout_info, select_questions
+from depthtraj.store import open_store
+from depthtraj.testing import synthetic_store
+
+
+@pytest.fixture(scope="module")
+def text_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("text") / "text.zarr"
+    return synthetic_store(path, 40, endpoint=8, k_mix={3: 0.3, 4: 0.5, 5: 0.2}, arrangements=4,
+                           readout="text", chunk_size=16, seed=3)
+
+
+def test_normalisations_are_the_paper_divisors(text_store):
+    ds = open_store(text_store)
+    assert readout_info(ds)["label"] in ("F2", "F3")
+    total = ds.logprob_sum.values.astype(np.float64)
+    n_tok = ds.n_tokens.values[:, None, :, :, None].astype(np.float64)  # (q, 1, c, a, 1)
+    n_chr = ds.n_chars.values[:, None, :, None, None].astype(np.float64)
+    K = ds.n_candidates.values
+    real = np.arange(ds.sizes["candidate"])[None, None, :, None, None] < K[:, None, None, None, None]
+    for name, want in (("sum", total), ("token", total / np.where(n_tok > 0, n_tok, np.nan)),
+                       ("char", total / np.where(n_chr > 0, n_chr, np.nan))):
+        got = normalized_score(ds, name)["score"].values
+        want = np.where(real, want, np.nan).astype(np.float32)
+        np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True, err_msg=name)
+        assert np.isnan(got[~np.broadcast_to(real, got.shape)]).all()
+    # the stored score is the character mean
+    np.testing.assert_allclose(normalized_score(ds, "char")["score"].values, ds.score.values, rtol=1e-5, equal_nan=True)
+    assert normalized_score(ds, None) is ds
+
+
+def test_selection_keeps_matching_questions(text_store):
+    ds = open_store(text_store)
+    sel = parse_selections(["K=4,5", "task=mmlu"])
+    assert sel == {"n_candidates": ["4", "5"], "task": ["mmlu"]}
+    sub = select_questions(ds, sel)
+    K = ds.n_candidates.values
+    tasks = np.asarray(ds.task.values).tolist()
+    want = [q for q, k, t in zip(ds.question.values.tolist(), K, tasks) if k in (4, 5) and t == "mmlu"]
+    assert sub.question.values.tolist() == want
+
+
+def test_text_store_tables_and_normalisations(capsys, text_store):
+    code = run_analyze([text_store], grids=["quarter"], bootstrap=50, fmt="json", normalization="token")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    a = json.loads(out)["analyses"][0]
+    assert a["readout"].endswith("token") and "text_geometry" in a["tables"] and not a["skipped"]
+    row = a["tables"]["text_geometry"]["rows"][0]
+    assert row["delta_dp"] == pytest.approx(row["delta_dir"] + row["delta_pair"], abs=1e-8)
