@@ -147,8 +147,9 @@ def test_one_pass_equals_the_public_functions(case):
                 np.testing.assert_allclose(sums[k, :, gi, c], np.nansum(xs, 0), rtol=1e-12, atol=1e-12, err_msg=name)
                 ok = np.isfinite(xs)
                 Wk = W[:, codes == k]
-                np.testing.assert_allclose(bsums[k, :, :, gi, c], Wk @ np.where(ok, xs, 0), rtol=1e-12, atol=1e-12)
-                np.testing.assert_allclose(bcounts[k, :, :, gi, c], Wk @ ok, rtol=1e-12, atol=1e-12)
+                # bootstrap products run in float32 (weights are small integers): 1e-6
+                np.testing.assert_allclose(bsums[k, :, :, gi, c], Wk @ np.where(ok, xs, 0), rtol=1e-6, atol=1e-6)
+                np.testing.assert_allclose(bcounts[k, :, :, gi, c], Wk @ ok, rtol=0, atol=0)
         if len(groups) == 1 and g.depths:
             F = depth_cdf(D).compute()
             hist = res.hist[0, :, gi]  # [precision, method, J + 1]
@@ -179,4 +180,9 @@ def test_pass_estimates_equal_cell_estimates(small_store):
     est = pass_estimates(finish_pass(delayed.compute(), meta)).sel(grid="quarter", drop=True)
     want = cell_estimates(question_summary(earliest_depths(ds, grid)).compute(), draws=300, seed=4)
     for v in want.data_vars:
-        np.testing.assert_allclose(est[v].transpose(*want[v].dims).values, want[v].values, rtol=1e-9, atol=1e-12, err_msg=v)
+        got = est[v].transpose(*want[v].dims)
+        if "stat" in want[v].dims:  # estimates exact; interval bounds from float32 products
+            np.testing.assert_allclose(got.sel(stat="estimate").values, want[v].sel(stat="estimate").values, rtol=1e-12, atol=1e-12, err_msg=v)
+            np.testing.assert_allclose(got.values, want[v].values, rtol=1e-5, atol=1e-6, err_msg=v)
+        else:
+            np.testing.assert_array_equal(got.values, want[v].values, err_msg=v)

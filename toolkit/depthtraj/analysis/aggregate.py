@@ -305,7 +305,7 @@ def bootstrap_weights(ids, draws: int, seed: int = 0) -> np.ndarray:
 
     if draws <= 0:
         return np.zeros((0, len(np.asarray(ids))))
-    return poisson_weights(question_keys(ids), int(draws), int(seed))
+    return poisson_weights(question_keys(ids), int(draws), int(seed)).astype(np.float64)
 
 
 def bootstrap_means(X: np.ndarray, W: np.ndarray) -> np.ndarray:

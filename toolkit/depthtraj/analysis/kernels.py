@@ -314,7 +314,8 @@ def splitmix64(x):
 
 @njit(cache=True, nogil=True)
 def poisson_weights(keys, draws, seed):
-    """Poisson(1) resampling multiplicities ``[draw, question]`` (float64) of questions ``keys``.
+    """Poisson(1) resampling multiplicities ``[draw, question]`` (float32: small integers) of
+    questions ``keys``.
 
     Entry ``(b, i)`` is a function of ``(seed, keys[i], b)`` only, through a counter-based
     generator (splitmix64 of ``key + mix(seed) + (b + 1)·φ``, then the Poisson(1) inverse CDF),
@@ -322,7 +323,7 @@ def poisson_weights(keys, draws, seed):
     questions or on which store it comes from: every analysis of the same questions is paired.
     """
     n = keys.shape[0]
-    out = np.empty((draws, n))
+    out = np.empty((draws, n), dtype=np.float32)
     s = splitmix64(np.uint64(seed) + _GOLDEN)
     cdf = _POISSON_CDF
     for b in range(draws):

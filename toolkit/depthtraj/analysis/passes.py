@@ -95,31 +95,49 @@ def _chunk(block, K, codes, keys, *, n_groups, union_idx, t_idx, member, union_d
     )
     nq = X.shape[0]
     X = X.reshape(nq, -1)  # columns: (precision, grid, field)
+    return _reduce(X, codes, keys, n_groups=n_groups, draws=draws, seed=seed, sub=sub) + (tot, hist)
+
+
+def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
+    """Per-question summaries ``X`` ``[question, column]`` -> cell sums and counts ``[group,
+    column]`` and bootstrap sums and counts ``[group, draw, column]`` (Poisson weights of the
+    questions' keys). Questions are taken group by group (a stable sort), so each group's
+    weights are a contiguous slice of one weight block; products run in float32 within blocks
+    of ``sub`` questions (weights are small integers, summaries fractions) and accumulate in
+    float64."""
+    codes = np.asarray(codes, dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    X = X[order]
+    codes = codes[order]
     V = np.isfinite(X)
     X0 = np.where(V, X, 0.0)
     Vf = V.astype(np.float64)
     cols = X.shape[1]
+    bounds = np.searchsorted(codes, np.arange(n_groups + 1))
     sums = np.zeros((n_groups, cols))
     counts = np.zeros((n_groups, cols))
+    for g in range(n_groups):
+        a, b = bounds[g], bounds[g + 1]
+        if a < b:
+            sums[g] = X0[a:b].sum(0)
+            counts[g] = Vf[a:b].sum(0)
     boot_s = np.zeros((n_groups, max(draws, 0), cols))
     boot_c = np.zeros((n_groups, max(draws, 0), cols))
-    codes = np.asarray(codes)
-    for g in np.unique(codes):
-        sel = codes == g
-        sums[g] = X0[sel].sum(0)
-        counts[g] = Vf[sel].sum(0)
-    if draws > 0:
-        keys = np.asarray(keys, dtype=np.uint64)
-        for start in range(0, nq, sub):
-            sl = slice(start, min(nq, start + sub))
-            W = kern.poisson_weights(keys[sl], draws, seed)  # [draws, q]
-            cs = codes[sl]
-            for g in np.unique(cs):
-                sel = cs == g
-                Wg = W[:, sel]
-                boot_s[g] += Wg @ X0[sl][sel]
-                boot_c[g] += Wg @ Vf[sl][sel]
-    return sums, counts, boot_s, boot_c, tot, hist
+    if draws > 0 and len(X):
+        keys = np.asarray(keys, dtype=np.uint64)[order]
+        X32 = np.concatenate([X0, Vf], axis=1).astype(np.float32)
+        for start in range(0, len(X), sub):
+            stop = min(len(X), start + sub)
+            W = kern.poisson_weights(keys[start:stop], draws, seed)  # [draws, q] float32
+            lo = np.searchsorted(codes[start:stop], np.arange(n_groups + 1))
+            for g in range(n_groups):
+                a, b = lo[g], lo[g + 1]
+                if a == b:
+                    continue
+                prod = W[:, a:b] @ X32[start + a:start + b]
+                boot_s[g] += prod[:, :cols]
+                boot_c[g] += prod[:, cols:]
+    return sums, counts, boot_s, boot_c
 
 
 def _add(a, b):

@@ -1,0 +1,148 @@
+"""The §3–4 analysis suite against one plain read of ``score``, its memory, the bootstrap, and
+the slow reference (issue "Analysis I", performance section).
+
+Measures, side by side in one run:
+
+1. **suite vs read** — on a synthetic N × 33 × 4 float32 store (default N = 1,000,000): the
+   time of one plain read of ``score`` (every chunk decompressed and summed) and of the full
+   analysis pass (:func:`depthtraj.analysis.store_pass`, quarter and native grids together,
+   bootstrap off and on), each in a fresh process that also reports its peak RSS;
+2. **memory** — peak RSS of the same suite at a second, larger N (``--sizes``), to show it is
+   flat in N;
+3. **bootstrap** — the pass with a 5,000-draw paired bootstrap of every W_j at N = 2,704
+   (the paper's archive size), minus the same pass without it;
+4. **reference** — the pass against the slow exact reference of the tests
+   (``tests/analysis/reference.py``: plain Python, exact fractions) on 10,000 questions, quarter
+   grid.
+
+Stores are generated once into ``--data`` (default ``$TMPDIR/depthtraj-bench``) and reused.
+Prints a Markdown report. ``--quick`` runs a small configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _make(path: Path, n: int, chunk: int) -> None:
+    from depthtraj.testing import synthetic_store
+
+    if (path / "zarr.json").exists():
+        return
+    t = time.perf_counter()
+    synthetic_store(path, n, endpoint=33, k_mix=(4,), arrangements=1, precision=("bf16",), optional=(),
+                    chunk_size=chunk, seed=1, stall_rate=0.05, tie_rate=0.01)
+    print(f"  (made {path.name}: {n} questions in {time.perf_counter() - t:.0f} s)", file=sys.stderr)
+
+
+def _child(args) -> dict:
+    """One measurement in this (fresh) process; prints a JSON line."""
+    import resource
+
+    import dask
+    import numpy as np
+
+    from depthtraj.analysis import cell_labels, finish_pass, parse_grid, score_of, store_pass
+    from depthtraj.store import open_store
+
+    dask.config.set(scheduler="threads")
+    ds = open_store(args.store)
+    score = score_of(ds)
+    rec = [int(t) for t in ds.depth.values]
+    T = rec[-1]
+    grids = [parse_grid(g, rec, T) for g in args.grids.split("+")]
+    groups, codes = cell_labels(score)
+    # warm the compiled kernels (cached on disk after the first run) on a few questions
+    d, meta = store_pass(score.isel(question=slice(0, 8)), grids, codes=codes[:8], groups=groups, draws=2)
+    d.compute()
+    out = {}
+    if args.child == "read":
+        t = time.perf_counter()
+        score.data.sum().compute()
+        out["seconds"] = time.perf_counter() - t
+    elif args.child == "suite":
+        t = time.perf_counter()
+        d, meta = store_pass(score, grids, codes=codes, groups=groups, draws=args.draws)
+        finish_pass(d.compute(), meta)
+        out["seconds"] = time.perf_counter() - t
+    elif args.child == "reference":
+        sys.path.insert(0, str(ROOT))
+        from tests.analysis.reference import ref_area, ref_earliest
+
+        s = np.asarray(score.values)
+        K = np.asarray(score.n_candidates.values)
+        grid = list(grids[0].depths)
+        t = time.perf_counter()
+        D, _ = ref_earliest(s, K, rec, T, grid)
+        ref_area(D, T)
+        out["seconds"] = time.perf_counter() - t
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+    return out
+
+
+def _measure(store: Path, what: str, grids: str, draws: int = 0) -> dict:
+    cmd = [sys.executable, __file__, "--child", what, "--store", str(store), "--grids", grids, "--draws", str(draws)]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"benchmark child failed: {' '.join(cmd)}\n{res.stderr}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", choices=["read", "suite", "reference"])
+    ap.add_argument("--store")
+    ap.add_argument("--grids", default="quarter+native")
+    ap.add_argument("--draws", type=int, default=0)
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "depthtraj-bench"))
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 5_000_000])
+    ap.add_argument("--chunk", type=int, default=8192, help="store chunk (questions)")
+    ap.add_argument("--reference-n", type=int, default=10_000)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args)
+        return 0
+    if args.quick:
+        args.sizes, args.reference_n = [20_000, 40_000], 500
+    data = Path(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+    stores = {n: data / f"s{n}.zarr" for n in sorted(set(args.sizes) | {2704, args.reference_n})}
+    for n, p in stores.items():
+        _make(p, n, args.chunk)
+
+    print(f"# §3–4 analysis suite ({os.cpu_count()} cores, threads scheduler)\n")
+    print("| N × 33 × 4 | read score | suite, no bootstrap | ratio | suite, 5000 draws | ratio | peak RSS (suite) |")
+    print("|---|---|---|---|---|---|---|")
+    for n in args.sizes:
+        read = _measure(stores[n], "read", "quarter+native")
+        suite = _measure(stores[n], "suite", "quarter+native")
+        boot = _measure(stores[n], "suite", "quarter+native", draws=5000) if n == args.sizes[0] else None
+        b = f"{boot['seconds']:.2f} s | {boot['seconds'] / read['seconds']:.1f}×" if boot else "– | –"
+        rss = max(suite["peak_rss_mb"], boot["peak_rss_mb"] if boot else 0)
+        print(f"| {n:,} | {read['seconds']:.2f} s | {suite['seconds']:.2f} s | "
+              f"{suite['seconds'] / read['seconds']:.2f}× | {b} | {rss:.0f} MB |")
+    b0 = _measure(stores[2704], "suite", "quarter+native", draws=0)
+    b1 = _measure(stores[2704], "suite", "quarter+native", draws=5000)
+    print(f"\nBootstrap, N = 2,704, 5,000 draws, all W_j of two grids and every increment: "
+          f"{b1['seconds'] - b0['seconds']:.2f} s (pass {b1['seconds']:.2f} s with, {b0['seconds']:.2f} s without)")
+    ref = _measure(stores[args.reference_n], "reference", "quarter")
+    fast = _measure(stores[args.reference_n], "suite", "quarter")
+    print(f"\nSlow exact reference vs the pass, {args.reference_n:,} questions, quarter grid: "
+          f"{ref['seconds']:.1f} s vs {fast['seconds']:.3f} s = {ref['seconds'] / fast['seconds']:.0f}×")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
