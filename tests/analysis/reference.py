@@ -132,8 +132,13 @@ def ref_earliest(score, K, depths, T, grid) -> tuple[dict[str, np.ndarray], dict
     return D, fragile
 
 
-def ref_area(D: dict[str, np.ndarray], T: int) -> dict[str, np.ndarray]:
-    """W_j per arm [P]: 1 - mean over complete questions of (mean over arrangements of D)/T."""
+def _used(n_arr, i, A):
+    return A if n_arr is None else int(n_arr[i])
+
+
+def ref_area(D: dict[str, np.ndarray], T: int, n_arr=None) -> dict[str, np.ndarray]:
+    """W_j per arm [P]: 1 - mean over complete questions of (mean over the question's used
+    arrangements 0..A_i-1 of D)/T."""
     N, A, P = next(iter(D.values())).shape
     W = {}
     for j, Dj in D.items():
@@ -141,16 +146,16 @@ def ref_area(D: dict[str, np.ndarray], T: int) -> dict[str, np.ndarray]:
         for p in range(P):
             vals = []
             for i in range(N):
-                row = [Dj[i, a, p] for a in range(A)]
-                if all(math.isfinite(x) for x in row):
-                    vals.append(sum(row) / A)
+                row = [Dj[i, a, p] for a in range(_used(n_arr, i, A))]
+                if row and all(math.isfinite(x) for x in row):
+                    vals.append(sum(row) / len(row))
             if vals:
                 w[p] = 1 - (sum(vals) / len(vals)) / T
         W[j] = w
     return W
 
 
-def ref_area_sparse(D: dict[str, np.ndarray], T: int, grid: list[int]) -> dict[str, np.ndarray]:
+def ref_area_sparse(D: dict[str, np.ndarray], T: int, grid: list[int], n_arr=None) -> dict[str, np.ndarray]:
     """W_j per arm via (1/T) Σ_k (t_{k+1} - t_k) F_j(t_k), t_{J+1} = T (pd:eq:sparse-area)."""
     N, A, P = next(iter(D.values())).shape
     ts = list(grid) + [T]
@@ -158,12 +163,12 @@ def ref_area_sparse(D: dict[str, np.ndarray], T: int, grid: list[int]) -> dict[s
     for j, Dj in D.items():
         w = np.full(P, np.nan)
         for p in range(P):
-            qs = [i for i in range(N) if all(math.isfinite(Dj[i, a, p]) for a in range(A))]
+            qs = [i for i in range(N) if _used(n_arr, i, A) and all(math.isfinite(Dj[i, a, p]) for a in range(_used(n_arr, i, A)))]
             if not qs:
                 continue
             total = 0.0
             for kk in range(len(grid)):
-                F = sum(sum(1.0 for a in range(A) if Dj[i, a, p] <= ts[kk]) / A for i in qs) / len(qs)
+                F = sum(sum(1.0 for a in range(_used(n_arr, i, A)) if Dj[i, a, p] <= ts[kk]) / _used(n_arr, i, A) for i in qs) / len(qs)
                 total += (ts[kk + 1] - ts[kk]) * F
             w[p] = total / T
         W[j] = w

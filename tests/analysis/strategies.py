@@ -4,7 +4,8 @@ Variable K (2-5) with NaN padding (sometimes an extra all-padding candidate colu
 ties, integer-valued scores (exact zero bounds), float32 converging trajectories from
 :func:`depthtraj.testing.synthetic_scores` (ties and pure-translation steps), sparse recorded
 depths, an endpoint before the last depth, several arrangements and precision arms, sparse
-or empty grids, incomplete (all-NaN) questions and random question chunking.
+or empty grids, incomplete (all-NaN) questions, questions using only their first A_q
+arrangements (the rest NaN, ``arrangement_order`` rows of -1) and random question chunking.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Case:
     grid: list[int]
     chunk: int
     tasks: list[str]
+    n_arr: np.ndarray | None = None  # arrangements used per question (spec §4.3); None: all
 
     def dataset(self):
         import xarray as xr
@@ -44,6 +46,12 @@ class Case:
                 "precision": [f"arm{j}" for j in range(p)],
             },
         )
+        if self.n_arr is not None:
+            order = np.full((n, a, c), -1, dtype=np.int16)
+            for i in range(n):
+                for aa in range(int(self.n_arr[i])):
+                    order[i, aa, : int(self.K[i])] = (np.arange(int(self.K[i])) + aa) % int(self.K[i])
+            ds["arrangement_order"] = (("question", "arrangement", "position"), order)
         return ds.chunk({"question": self.chunk})
 
 
@@ -93,4 +101,9 @@ def cases(draw, max_n: int = 6) -> Case:
         s[draw(st.integers(0, n - 1))] = np.nan  # an incomplete question
     tasks = [draw(st.sampled_from(["arc", "mmlu"])) for _ in range(n)]
     chunk = draw(st.integers(1, n))
-    return Case(s, K, depths, int(T), grid, chunk, tasks)
+    n_arr = None
+    if a > 1 and draw(st.booleans()):  # questions using fewer arrangements (balanced designs per K)
+        n_arr = np.array(draw(st.lists(st.integers(1, a), min_size=n, max_size=n)))
+        for i in range(n):
+            s[i, :, :, n_arr[i]:] = np.nan
+    return Case(s, K, depths, int(T), grid, chunk, tasks, n_arr)

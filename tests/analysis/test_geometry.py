@@ -90,7 +90,7 @@ def test_earliest_depths_and_areas_match_reference(case):
             assert same.all(), (j, got, want)
         else:  # mean/LSE centres are inexact: only knife-edge trajectories may differ
             assert (same | fragile[j]).all(), (j, got, want)
-    W, Ws = ref_area(Dref, case.T), ref_area_sparse(Dref, case.T, case.grid)
+    W, Ws = ref_area(Dref, case.T, case.n_arr), ref_area_sparse(Dref, case.T, case.grid, case.n_arr)
     for j in METHODS:
         _close(dense[f"W_{j}"].values, sparse[f"W_{j}"].values, f"dense/sparse W_{j}")
         _close(W[j], Ws[j], f"reference dense/sparse W_{j}")

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import layout as L
-from .geometry import BOUNDS, DEPTH_METHODS, LADDER_VARS, _earliest_kernel, _ladder_kernel, score_of
+from .geometry import BOUNDS, DEPTH_METHODS, _n_arrangements, arrangement_mean
 from .grid import Grid
 
 __all__ = [
@@ -107,13 +107,14 @@ def compute_together(*objs):
 # per-question summaries (lazy)
 # ----------------------------------------------------------------------------------------------
 def _summary_kernel(*D, endpoint):
-    """NumPy kernel: the seven D_j ``[..., arrangement]`` -> :data:`SUMMARY_VARS` ``[...]``."""
+    """NumPy kernel: the seven D_j ``[..., arrangement]`` and ``n_arrangements`` ``[...]`` ->
+    :data:`SUMMARY_VARS` ``[...]`` (means over each question's used arrangements)."""
+    *D, n_arr = D
     W, before = {}, {}
     for j, Dj in zip(DEPTH_METHODS, D):
         Dj = np.asarray(Dj, dtype=np.float64)
-        bad = np.isnan(Dj).any(-1)
-        W[f"W_{j}"] = np.where(bad, np.nan, 1.0 - Dj.mean(-1) / endpoint)
-        before[f"before_{j}"] = np.where(bad, np.nan, (Dj < endpoint).mean(-1))
+        W[f"W_{j}"] = 1.0 - arrangement_mean(Dj, n_arr) / endpoint
+        before[f"before_{j}"] = arrangement_mean(np.where(np.isnan(Dj), np.nan, Dj < endpoint), n_arr)
     inc = {name: W[plus] - W[minus] for name, (plus, minus, _) in INCREMENTS.items()}
     allv = {**W, **inc, **before}
     return tuple(allv[v] for v in SUMMARY_VARS)
@@ -146,8 +147,8 @@ def question_summary(D):
     T = float(D.attrs["endpoint"])
     outs = xr.apply_ufunc(
         _summary_kernel,
-        *[D[f"D_{j}"] for j in DEPTH_METHODS],
-        input_core_dims=[[L.ARRANGEMENT]] * len(DEPTH_METHODS),
+        *[D[f"D_{j}"] for j in DEPTH_METHODS], _n_arrangements(D[f"D_{DEPTH_METHODS[0]}"]),
+        input_core_dims=[[L.ARRANGEMENT]] * len(DEPTH_METHODS) + [[]],
         output_core_dims=[[]] * len(SUMMARY_VARS),
         kwargs={"endpoint": T},
         dask="parallelized",
@@ -184,8 +185,10 @@ def cell_labels(obj, by: str = "task") -> tuple[list[str], np.ndarray]:
 
 
 def _ladder_sums_kernel(valid, unique, *arrays, n_means):
-    """NumPy kernel: ``[..., arrangement]`` inputs -> per-question sums ``[..., stat]``: valid
-    entries, unique entries, sums over unique entries of the mean variables, pass counts."""
+    """NumPy kernel: ``[..., arrangement]`` inputs and ``n_arrangements`` ``[...]`` (last) ->
+    per-question sums ``[..., stat]``, each used arrangement weighing 1/A_q: valid entries,
+    unique entries, sums over unique entries of the mean variables, pass counts."""
+    *arrays, n_arr = arrays
     u = np.asarray(unique, dtype=bool)
     out = [np.asarray(valid, dtype=bool).sum(-1), u.sum(-1)]
     for x in arrays[:n_means]:
@@ -193,7 +196,9 @@ def _ladder_sums_kernel(valid, unique, *arrays, n_means):
     with np.errstate(invalid="ignore"):
         for bound in arrays[n_means:]:
             out.append((u & (np.asarray(bound) > 0)).sum(-1))
-    return np.stack(out, axis=-1).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = np.where(np.asarray(n_arr) > 0, 1.0 / np.asarray(n_arr, dtype=np.float64), 0.0)
+    return np.stack(out, axis=-1).astype(np.float64) * w[..., None]
 
 
 def ladder_cells(lad, by: str = "task"):
@@ -201,8 +206,8 @@ def ladder_cells(lad, by: str = "task"):
 
     ``lad`` is a :func:`~depthtraj.analysis.geometry.ladder` Dataset (question, depth,
     arrangement, precision). Entries are (question, arrangement) pairs of a cell at a depth,
-    all equally weighted (the store has the same arrangements for every question, so this is
-    the arrangement-then-question average).
+    each of a question's A_q used arrangements weighing 1/A_q (the arrangement-then-question
+    average); counts are therefore in questions.
 
     Returns
     -------
@@ -232,8 +237,8 @@ def ladder_cells(lad, by: str = "task"):
     inputs = [x.reset_coords(drop=True) for x in inputs]
     stats = _CELL_STATS
     per_q = xr.apply_ufunc(  # per question: sums over arrangements, one kernel per chunk
-        _ladder_sums_kernel, *inputs,
-        input_core_dims=[[L.ARRANGEMENT]] * len(inputs), output_core_dims=[["stat"]],
+        _ladder_sums_kernel, *inputs, _n_arrangements(lad),
+        input_core_dims=[[L.ARRANGEMENT]] * len(inputs) + [[]], output_core_dims=[["stat"]],
         kwargs={"n_means": len(LADDER_MEANS)},
         dask="parallelized", output_dtypes=[np.float64],
         dask_gufunc_kwargs={"output_sizes": {"stat": len(stats)}},

@@ -108,7 +108,10 @@ CHUNK_BYTES = 32 * 2**20
 def score_of(obj):
     """The ``score`` DataArray of a Dataset (or the DataArray itself), chunked for analysis.
 
-    The result is dask-backed, chunked along ``question`` only (depth and candidate whole);
+    The result carries the per-question coordinate ``n_arrangements`` (A_q, the arrangements
+    the question uses: ``0..A_q-1``, spec §4.3; all of them when the input has no
+    ``arrangement_order``). It is dask-backed, chunked along ``question`` only (depth and
+    candidate whole);
     question chunks much smaller than :data:`CHUNK_BYTES` are merged to about that size.
 
     Raises
@@ -133,6 +136,14 @@ def score_of(obj):
         raise ValueError(f"score has dims {score.dims}, expected {L.SCORE_DIMS}")
     if "n_candidates" not in score.coords:
         raise ValueError("score has no 'n_candidates' coordinate (K per question)")
+    if "n_arrangements" not in score.coords:
+        # spec §4.3: question q uses arrangements 0..A_q-1 (arrangement_order[q, a, 0] >= 0)
+        if isinstance(obj, xr.Dataset) and "arrangement_order" in obj.variables:
+            used = (obj["arrangement_order"].isel({L.POSITION: 0}) >= 0).sum(L.ARRANGEMENT)
+            n_arr = np.asarray(used.values, dtype=np.int16)
+        else:
+            n_arr = np.full(score.sizes[L.QUESTION], score.sizes[L.ARRANGEMENT], dtype=np.int16)
+        score = score.assign_coords(n_arrangements=(L.QUESTION, n_arr))
     score = score.transpose(*L.SCORE_DIMS)
     # Per-question coordinates (task, n_candidates, ...) are small: hold them in memory, so
     # every graph downstream depends on the store only through `score` (this also sidesteps
@@ -211,12 +222,24 @@ def _earliest_kernel(*arrays, depths, endpoint):
     return tuple(res[j] for j in DEPTH_METHODS)
 
 
-def _indicator_kernel(D, *, at):
-    """NumPy kernel: ``D[..., arrangement]`` -> ``mean_a 1{D ≤ d}`` ``[..., d]`` (NaN if any
-    arrangement is NaN)."""
+def arrangement_mean(x, n_arr):
+    """NumPy: mean of ``x[..., arrangement]`` over each question's used arrangements
+    ``0..n_arr-1`` (``n_arr`` broadcasts against ``x[..., 0]``); NaN where a used one is NaN
+    or none is used."""
+    x = np.asarray(x, dtype=np.float64)
+    n_arr = np.asarray(n_arr)[..., None]
+    used = np.arange(x.shape[-1]) < n_arr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(used, x, 0.0).sum(-1) / np.where(n_arr[..., 0] > 0, n_arr[..., 0], np.nan)
+    return np.where((np.isnan(x) & used).any(-1), np.nan, mean)
+
+
+def _indicator_kernel(D, n_arr, *, at):
+    """NumPy kernel: ``D[..., arrangement]`` -> mean over used arrangements of ``1{D ≤ d}``
+    ``[..., d]`` (NaN if a used arrangement is NaN)."""
     D = np.asarray(D, dtype=np.float64)
-    F = (D[..., None] <= at).mean(-2)
-    return np.where(np.isnan(D).any(-1)[..., None], np.nan, F)
+    return np.stack([arrangement_mean(np.where(np.isnan(D), np.nan, D <= d), n_arr) for d in at], axis=-1) \
+        if len(at) else np.zeros(D.shape[:-1] + (0,))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -409,14 +432,35 @@ def earliest_depths(ds, grid, endpoint: int | None = None):
     return earliest_from_ladder(ladder(score, T, grid.depths), grid)
 
 
+def _n_arrangements(obj):
+    """The ``n_arrangements`` coordinate of ``obj`` as a plain DataArray (all arrangements when
+    absent)."""
+    import xarray as xr
+
+    if "n_arrangements" in obj.coords:
+        return obj["n_arrangements"].reset_coords(drop=True)
+    return xr.DataArray(np.full(obj.sizes[L.QUESTION], obj.sizes[L.ARRANGEMENT]), dims=L.QUESTION)
+
+
+def arrangement_average(x):
+    """Lazy mean of ``x`` over each question's used arrangements (``n_arrangements``); NaN where
+    a used arrangement is NaN."""
+    import xarray as xr
+
+    return xr.apply_ufunc(
+        arrangement_mean, x, _n_arrangements(x),
+        input_core_dims=[[L.ARRANGEMENT], []], dask="parallelized", output_dtypes=[np.float64],
+    )
+
+
 def _question_indicator(Dj, at):
     """Per question ``mean_a 1{D_j ≤ d}`` at depths ``at``: dims (question, precision, depth)."""
     import xarray as xr
 
     at = [int(d) for d in at]
     F = xr.apply_ufunc(
-        _indicator_kernel, Dj,
-        input_core_dims=[[L.ARRANGEMENT]], output_core_dims=[[L.DEPTH]],
+        _indicator_kernel, Dj, _n_arrangements(Dj),
+        input_core_dims=[[L.ARRANGEMENT], []], output_core_dims=[[L.DEPTH]],
         kwargs={"at": np.asarray(at, dtype=np.float64)},
         dask="parallelized", output_dtypes=[np.float64],
         dask_gufunc_kwargs={"output_sizes": {L.DEPTH: len(at)}},
@@ -485,7 +529,7 @@ def depth_area(D, form: str = "dense", dims: Sequence[str] = (L.QUESTION,)):
     out = xr.Dataset()
     if form == "dense":
         for j in DEPTH_METHODS:
-            Dq = D[f"D_{j}"].mean(L.ARRANGEMENT, skipna=False)
+            Dq = arrangement_average(D[f"D_{j}"])
             out[f"W_{j}"] = 1.0 - Dq.mean(dims, skipna=True) / T
     elif form == "sparse":
         w = xr.DataArray(np.diff(np.asarray(grid + [int(T)], dtype=np.float64)), dims=L.DEPTH,

@@ -190,25 +190,28 @@ LADDER_TOTALS: tuple[str, ...] = (
 
 
 @njit(cache=True, nogil=True)
-def geometry_pass(s, K, codes, n_groups, union_idx, t_idx, member, union_depths, T):
+def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union_depths, T):
     """Earliest depths, depth areas and ladder totals of one score chunk, in one sweep.
 
-    Parameters: ``s`` ``[question, depth, candidate, arrangement, precision]``; ``K``, ``codes``
-    ``[question]`` (K_i and the question's cell index < ``n_groups``); ``union_idx`` ``[J]``
+    Parameters: ``s`` ``[question, depth, candidate, arrangement, precision]``; ``K``,
+    ``A_used``, ``codes`` ``[question]`` (K_i, the number A_i of arrangements the question uses —
+    arrangements ``0..A_i-1``, spec §4.3 — and the question's cell index < ``n_groups``); ``union_idx`` ``[J]``
     positions of the union of the grids' depths (increasing); ``t_idx`` the endpoint's position;
     ``member`` bool ``[grid, J]``; ``union_depths`` float64 ``[J]``; ``T`` the endpoint.
 
     Returns ``(X, tot, hist)``:
 
-    * ``X`` float64 ``[question, precision, grid, 14]``: per question, arrangements averaged,
+    * ``X`` float64 ``[question, precision, grid, 14]``: per question, its A_i used arrangements
+      averaged,
       ``W_j = 1 - mean_a D_j / T`` (7, ``pd:eq:depth-area``) then ``mean_a 1{D_j < T}`` (7),
-      j in raw, mean, LSE, env, q, dir, res; NaN when any arrangement is invalid at T or at a
-      grid depth (``pd:cor:depth``).
+      j in raw, mean, LSE, env, q, dir, res; NaN when any used arrangement is invalid at T or at
+      a grid depth (``pd:cor:depth``).
     * ``tot`` float64 ``[group, J, precision, len(LADDER_TOTALS)]``: per cell and union depth,
+      with each (question, arrangement) entry weighing 1/A_i (so counts are in questions):
       valid entries, unique-winner entries, sums over unique-winner entries of m, L_raw, L_q,
       L_dir, L_res, A_tr, A_dir, A_pair (nats), pass counts 1{unique, L_j > 0} for raw, mean,
-      LSE, q, dir, res, and promotion counts 1{unique, B_q < m ≤ B_raw}
-      (``pd:app:eq:promotion-set``).
+      LSE, q, dir, res, and promotion counts 1{unique, L_q > 0 ≥ L_raw}, i.e.
+      B_q < m ≤ B_raw (``pd:app:eq:promotion-set``).
     * ``hist`` float64 ``[group, precision, grid, method, J + 1]``: per cell, the distribution of
       D_j over the union depths and T (last bin), each question weighing 1 spread over its
       arrangements; only questions with a finite summary. Cumulative sums give F_j(d)
@@ -230,11 +233,13 @@ def geometry_pass(s, K, codes, n_groups, union_idx, t_idx, member, union_depths,
     posbuf = np.empty((max(na, 1), G, N_METHODS), dtype=np.int64)
     for i in range(nq):
         k = int(K[i])
+        A_i = min(int(A_used[i]), na)
+        wA = 1.0 / A_i if A_i > 0 else 0.0
         g_i = codes[i]
         for p in range(npr):
             acc[:] = 0.0
-            q_ok[:] = True
-            for a in range(na):
+            q_ok[:] = A_i > 0
+            for a in range(A_i):
                 sT = s[i, t_idx, :, a, p]
                 okT = k >= 2 and finite_real(sT, k)
                 lse_T = lse(sT, k) if okT else 0.0
@@ -252,18 +257,18 @@ def geometry_pass(s, K, codes, n_groups, union_idx, t_idx, member, union_depths,
                         continue
                     w, u = ladder_at(st, sT, k, lse_T, buf)
                     t_row = tot[g_i, j, p]
-                    t_row[0] += 1.0
+                    t_row[0] += wA
                     if not u:
                         continue
-                    t_row[1] += 1.0
+                    t_row[1] += wA
                     for f in range(LADDER_MEAN_FIELDS.shape[0]):
-                        t_row[2 + f] += buf[LADDER_MEAN_FIELDS[f]]
+                        t_row[2 + f] += wA * buf[LADDER_MEAN_FIELDS[f]]
                     off = 2 + LADDER_MEAN_FIELDS.shape[0]
                     for b in range(6):
                         if buf[BOUND_FIELDS[b]] > 0.0:
-                            t_row[off + b] += 1.0
-                    if buf[F_BQ] < buf[F_M] and buf[F_M] <= buf[F_BRAW]:
-                        t_row[off + 6] += 1.0
+                            t_row[off + b] += wA
+                    if buf[F_LQ] > 0.0 and buf[F_LRAW] <= 0.0:
+                        t_row[off + 6] += wA
                     for g in range(G):
                         if not member[g, j]:
                             continue
@@ -285,12 +290,12 @@ def geometry_pass(s, K, codes, n_groups, union_idx, t_idx, member, union_depths,
                         if D[g, f] < T:
                             acc[g, N_METHODS + f] += 1.0
             for g in range(G):
-                if q_ok[g] and na > 0:
+                if q_ok[g]:
                     for f in range(N_METHODS):
-                        X[i, p, g, f] = 1.0 - (acc[g, f] / na) / T
-                        X[i, p, g, N_METHODS + f] = acc[g, N_METHODS + f] / na
-                        for a in range(na):
-                            hist[g_i, p, g, f, posbuf[a, g, f]] += 1.0 / na
+                        X[i, p, g, f] = 1.0 - (acc[g, f] / A_i) / T
+                        X[i, p, g, N_METHODS + f] = acc[g, N_METHODS + f] / A_i
+                        for a in range(A_i):
+                            hist[g_i, p, g, f, posbuf[a, g, f]] += wA
     return X, tot, hist
 
 

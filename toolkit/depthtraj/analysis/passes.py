@@ -86,11 +86,11 @@ class PassResult:
     extra: dict = field(default_factory=dict)
 
 
-def _chunk(block, K, codes, keys, *, n_groups, union_idx, t_idx, member, union_depths, T, draws, seed, sub):
+def _chunk(block, K, A_used, codes, keys, *, n_groups, union_idx, t_idx, member, union_depths, T, draws, seed, sub):
     """One question chunk -> (sums, counts, boot_sums, boot_counts, ladder totals)."""
     s = np.asarray(block)
     X, tot, hist = kern.geometry_pass(
-        s, np.asarray(K, dtype=np.int64), np.asarray(codes, dtype=np.int64), n_groups,
+        s, np.asarray(K, dtype=np.int64), np.asarray(A_used, dtype=np.int64), np.asarray(codes, dtype=np.int64), n_groups,
         union_idx, t_idx, member, union_depths, float(T),
     )
     nq = X.shape[0]
@@ -196,6 +196,7 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
     union = sorted({t for g in grids for t in g.depths})
     member = np.array([[t in g.depths for t in union] for g in grids], dtype=bool).reshape(len(grids), len(union))
     K = np.asarray(score["n_candidates"].values).astype(np.int64)
+    A_used = np.asarray(score["n_arrangements"].values).astype(np.int64)
     keys = question_keys(score[L.QUESTION].values) if draws > 0 else np.zeros(len(K), np.uint64)
     codes = np.asarray(codes, dtype=np.int64)
     kw = dict(
@@ -208,10 +209,10 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
     for blk, nq in zip(score.data.to_delayed().ravel(), score.chunks[0]):
         sl = slice(start, start + nq)
         start += nq
-        parts.append(run(blk, K[sl], codes[sl], keys[sl], **kw))
+        parts.append(run(blk, K[sl], A_used[sl], codes[sl], keys[sl], **kw))
     if not parts:  # no question: one empty chunk gives correctly shaped zeros
         empty = np.zeros((0,) + tuple(score.shape[1:]), dtype=score.dtype)
-        parts.append(run(empty, K[:0], codes[:0], keys[:0], **kw))
+        parts.append(run(empty, K[:0], A_used[:0], codes[:0], keys[:0], **kw))
     meta = dict(
         groups=list(groups), grids=grids, endpoint=T, ladder_depths=union,
         precision=[str(p) for p in score[L.PRECISION].values.tolist()], draws=int(draws), seed=int(seed),

@@ -338,7 +338,7 @@ def margin_ladder_columns() -> list[Column]:
         Column("T", "T", kind="int"),
         Column("grid", "Grid", kind="str"),
         Column("depth", "t", kind="int", description="candidate depth"),
-        Column("n", "n", kind="int", group="ladder", description="valid (question, arrangement) entries"),
+        Column("n", "n", group="ladder", digits=1, description="valid entries in questions (each used arrangement weighs 1/A_q)"),
         Column("unique", "unique %", "%", group="ladder", description="share with a unique winner"),
     ]
     for v in LADDER_MEANS:
@@ -347,7 +347,7 @@ def margin_ladder_columns() -> list[Column]:
     for j in BOUNDS:
         cols.append(Column(f"pass_{j}", f"pass {j} %", "%", group="pass",
                            description=f"share of entries with a unique winner and L_{j} > 0"))
-    cols.append(Column("n_promote", "|P_t|", kind="int", group="pass",
+    cols.append(Column("n_promote", "|P_t|", group="pass", digits=1,
                        description="promotion set size: unique winner and B_q < m ≤ B_raw (pd:app:eq:promotion-set)"))
     return cols
 
@@ -367,10 +367,10 @@ def margin_ladder_table(cells, *, store: str, model: str, grid: Grid, readout: s
                     row: dict[str, Any] = {
                         "store": store, "model": model, "readout": readout, by: str(cell),
                         "precision": str(prec), "T": grid.endpoint, "grid": grid.name, "depth": int(t),
-                        "n": int(sel["n"].values),
+                        "n": float(sel["n"].values),
                     }
                     if "n_promote" in sel:
-                        row["n_promote"] = int(sel["n_promote"].values)
+                        row["n_promote"] = float(sel["n_promote"].values)
                     for c in cols:
                         if c.group == "key" or c.key in ("n", "n_promote"):
                             continue
