@@ -17,6 +17,7 @@ from depthtraj.analysis import (
 from depthtraj.analysis.aggregate import INCREMENTS, compute_together
 from depthtraj.store import open_store
 
+from .reference_dynamics import labelled
 from .strategies import cases
 
 
@@ -186,3 +187,48 @@ def test_pass_estimates_equal_cell_estimates(small_store):
             np.testing.assert_allclose(got.values, want[v].values, rtol=1e-5, atol=1e-6, err_msg=v)
         else:
             np.testing.assert_array_equal(got.values, want[v].values, err_msg=v)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(labelled())
+def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn):
+    # the §4 summaries folded into store_pass give the cell values of dynamics_summary /
+    # correctness_summary + cell_values (means, ratios, sums), and their bootstrap sums are the
+    # Poisson-weighted sums of the same per-question summaries.
+    from depthtraj.analysis import Grid, cell_labels, finish_pass, score_of, store_pass
+    from depthtraj.analysis import correctness as corr
+    from depthtraj.analysis import dynamics as dyn
+    from depthtraj.analysis.passes import pass_statistic
+
+    case, labels, _ = drawn
+    ds = case.dataset().assign_coords(label=("question", labels.astype(np.int8)))
+    grid = Grid("g", tuple(case.grid), case.T)
+    score = score_of(ds)
+    groups, codes = cell_labels(score)
+    delayed, meta = store_pass(score, [grid], codes=codes, groups=groups, draws=5, seed=1)
+    res = finish_pass(delayed.compute(), meta)
+    before = [t for t in case.depths if t < case.T]
+    dsum = dyn.dynamics_summary(ds, grid, endpoint=case.T).compute()
+    want = corr.cell_values(dsum, dyn.CELL_STATISTICS).compute()
+    W = bootstrap_weights(ds.question.values, 5, seed=1)
+    for name, spec in dyn.CELL_STATISTICS.items():
+        kind, *vars_ = spec
+        if name not in want or any(v not in res.extra["boot"] and v not in res.extra["sum"] for v in vars_):
+            continue
+        got = pass_statistic(res, kind, *vars_)[0]
+        w = want[name].transpose("task", "precision", ...).values
+        np.testing.assert_allclose(got, w, rtol=1e-9, atol=1e-9, equal_nan=True, err_msg=name)
+    x = dsum["p_perm"].values  # [question, precision]
+    for k in range(len(groups)):
+        xs = x[codes == k]
+        ok = np.isfinite(xs)
+        np.testing.assert_allclose(res.extra["boot"]["p_perm"][2][k], W[:, codes == k] @ np.where(ok, xs, 0),
+                                   rtol=1e-5, atol=1e-5)
+    if before:
+        csum = corr.correctness_summary(ds, before, grid=grid, endpoint=case.T).compute()
+        cwant = corr.cell_values(csum).compute()
+        for name, (kind, var) in (("A_t", ("mean", "acc")), ("N_WC", ("sum", "WC")), ("acc_change", ("mean", "acc_change")),
+                                  ("epsilon", ("mean", "eps")), ("A_T", ("mean", "acc_T")), ("N_WW", ("sum", "WW"))):
+            got = pass_statistic(res, kind, var)[0]
+            w = cwant[name].transpose("task", "precision", ...).values
+            np.testing.assert_allclose(got, w, rtol=1e-9, atol=1e-9, equal_nan=True, err_msg=name)

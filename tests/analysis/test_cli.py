@@ -47,7 +47,8 @@ def test_table_and_csv(capsys, small_store):
     assert code == 0
     blocks = out.split("\n\n")
     assert [b.splitlines()[0] for b in blocks] == [
-        "# depth_area", "# levels", "# direction", "# centers", "# gains", "# margin_ladder"]
+        "# depth_area", "# levels", "# direction", "# centers", "# gains", "# margin_ladder",
+        "# permutation", "# tau", "# rho", "# accuracy", "# transitions"]
     assert "skipped text_geometry" in err and "F1" in err  # a label store: one line, the reason
     rows = list(csv.DictReader(io.StringIO(blocks[0].split("\n", 1)[1])))
     assert len(rows) == 4 and rows[0]["grid_depths"] == "2,4" and rows[0]["W_q_lo"] == ""
@@ -59,7 +60,8 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
     code, out, _ = _run(capsys, small_store, small_store, fmt="json", out=out_dir, grids=["quarter"], endpoint=6)
     assert code == 0
     assert sorted(p.name for p in out_dir.iterdir()) == [
-        "analysis.json", "centers.csv", "depth_area.csv", "direction.csv", "gains.csv", "levels.csv", "margin_ladder.csv"]
+        "accuracy.csv", "analysis.json", "centers.csv", "depth_area.csv", "direction.csv", "gains.csv", "levels.csv",
+        "margin_ladder.csv", "permutation.csv", "rho.csv", "tau.csv", "transitions.csv"]
     doc = json.loads((out_dir / "analysis.json").read_text())
     assert doc == json.loads(out)
     assert [a["grid_depths"] for a in doc["analyses"]] == [[1, 3, 4], [1, 3, 4]]  # T=6 quarter
@@ -151,3 +153,25 @@ def test_schedulers_give_the_same_document(capsys, small_store):
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         code, out, err = _run(capsys, small_store, scheduler_spec="tcp://127.0.0.1:1")
     assert code == 2 and "cannot connect" in err and err.count("\n") == 1
+
+
+def test_dynamics_and_correctness_tables(capsys, small_store):
+    # r3:eq:correctness identities on the rendered rows, and the permutation table's difference
+    code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=60)
+    assert code == 0, err
+    t = json.loads(out)["analyses"][0]["tables"]
+    for r in t["transitions"]["rows"]:
+        n = r["N_WC"] + r["N_CW"] + r["N_WWp"] + r["N_CC"] + r["N_WW"]
+        assert n == pytest.approx(32)  # five categories sum to N (each question weighs 1)
+        assert r["acc_change"] == pytest.approx((r["N_WC"] - r["N_CW"]) / n * 100, abs=1e-8)
+        assert r["disagreement"] == pytest.approx((r["N_WC"] + r["N_CW"] + r["N_WWp"]) / n * 100, abs=1e-8)
+        assert r["acc_change_lo"] <= r["acc_change"] <= r["acc_change_hi"] or r["acc_change_lo"] == r["acc_change_hi"]
+    for r in t["permutation"]["rows"]:
+        assert r["pres_diff"] == pytest.approx(r["preserved"] - r["p_perm"], abs=1e-8)
+    for r in t["tau"]["rows"]:
+        assert 0 <= r["tau"] <= 100 and r["n_zero_span"] <= r["n_I"] <= r["n_pairs"]
+        hist = [x["count"] for x in t["rho"]["rows"] if (x["task"], x["precision"]) == (r["task"], r["precision"])]
+        assert len(hist) == 101 and sum(hist) == pytest.approx(r["n_I"])
+        assert hist[0] >= r["n_zero_span"] - 1e-9  # ρ = 0 lies in the first bin
+    acc = t["accuracy"]["rows"][0]
+    assert acc["correct"] == pytest.approx(acc["A_T"] / 100 * 32)

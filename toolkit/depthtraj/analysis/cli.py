@@ -16,6 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from .. import layout as L
 from .aggregate import cell_labels, ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
@@ -25,6 +27,11 @@ from .inputs import BY, normalized_score, parse_selections, readout_info, select
 from .tables import (
     PAPER_AREA_TABLES,
     Analysis,
+    accuracy_table,
+    permutation_table,
+    rho_table,
+    tau_table,
+    transitions_table,
     depth_area_table,
     gains_table,
     json_document,
@@ -99,8 +106,10 @@ def analyze_store(
     readout = info["label"] + (f" {norm}" if info["kind"] == "text" else "")
     est_all = pass_estimates(res, by=by, level=level)
     cells = ladder_totals_cells(res, by=by)
+    labelled = "label" in score.coords and bool((np.asarray(score["label"].values) >= 0).any())
+    n_upto = sum(1 for t in score[L.DEPTH].values if int(t) <= T)
     out = []
-    for g in grids:
+    for gi, g in enumerate(grids):
         est = est_all.sel(grid=g.name, drop=True)
         kw = dict(store=store, model=model, grid=g, readout=readout)
         tables = {"depth_area": depth_area_table(est, **kw)}
@@ -115,6 +124,22 @@ def analyze_store(
             tables["margin_ladder"] = margin_ladder_table(cells, **kw)
         else:
             skipped["gains"] = skipped["margin_ladder"] = f"grid {g.name} has no candidate depth below T={T}"
+        if gi == 0:  # the §4 summaries of the pass: the permutation reference and ε use this grid
+            kw4 = dict(store=store, model=model, readout=readout, by=by)
+            if g.depths:
+                tables["permutation"] = permutation_table(res, **kw4)
+            else:
+                skipped["permutation"] = f"grid {g.name} has no candidate depth below T={T}"
+            if n_upto >= 2:
+                tables["tau"] = tau_table(res, **kw4)
+                tables["rho"] = rho_table(res, **kw4)
+            else:
+                skipped["tau"] = skipped["rho"] = f"needs two recorded depths ≤ T={T}"
+            if labelled:
+                tables["accuracy"] = accuracy_table(res, **kw4)
+                tables["transitions"] = transitions_table(res, **kw4)
+            else:
+                skipped["accuracy"] = skipped["transitions"] = "needs ground-truth labels (label ≥ 0)"
         out.append(Analysis(
             store=store, model=model, endpoint=T, grid=g,
             n_questions=int(score.sizes[L.QUESTION]), arrangements=int(score.sizes[L.ARRANGEMENT]),

@@ -35,7 +35,7 @@ from .. import layout as L
 from . import kernels as kern
 from .grid import Grid
 
-__all__ = ["PassResult", "question_keys", "store_pass"]
+__all__ = ["PassResult", "finish_pass", "pass_estimates", "pass_statistic", "question_keys", "store_pass"]
 
 #: Per-question geometry summaries per grid, in :func:`kernels.geometry_pass` order.
 GEOMETRY_COLUMNS: tuple[str, ...] = (
@@ -86,16 +86,50 @@ class PassResult:
     extra: dict = field(default_factory=dict)
 
 
-def _chunk(block, K, A_used, codes, keys, *, n_groups, union_idx, t_idx, member, union_depths, T, draws, seed, sub):
-    """One question chunk -> (sums, counts, boot_sums, boot_counts, ladder totals)."""
+#: §4 per-question summaries folded into the pass: bootstrapped (means and ratios with
+#: intervals) and summed only (counts, distributions). Names as in :mod:`.dynamics` /
+#: :mod:`.correctness`; ``(name, per-depth)``.
+DYNAMICS_BOOT = ("sum_tr", "sum_q", "sum_r", "sum_rho", "n_I", "n_zero_span", "advanced", "positive",
+                 "preserved", "p_perm", "pres_diff",
+                 "actual_WC", "actual_CW", "actual_WWp", "perm_WC", "perm_CW", "perm_WWp",
+                 "excess_WC", "excess_CW", "excess_WWp")
+DYNAMICS_SUM = ("n_pairs", "rho_hist", "promoted", "complete_increments", "complete_grid")
+CORRECTNESS_BOOT = ("acc_T", "eps", "acc", "acc_change", "disagree")
+CORRECTNESS_SUM = ("WC", "CW", "WWp", "CC", "WW")
+
+
+def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, member, union_depths, T,
+           draws, seed, sub, dyn):
+    """One question chunk -> (sums, counts, boot_sums, boot_counts, ladder totals, D_j
+    histogram, sum-only sums, sum-only counts)."""
     s = np.asarray(block)
+    K = np.asarray(K, dtype=np.int64)
+    A_used = np.asarray(A_used, dtype=np.int64)
     X, tot, hist = kern.geometry_pass(
-        s, np.asarray(K, dtype=np.int64), np.asarray(A_used, dtype=np.int64), np.asarray(codes, dtype=np.int64), n_groups,
+        s, K, A_used, np.asarray(codes, dtype=np.int64), n_groups,
         union_idx, t_idx, member, union_depths, float(T),
     )
     nq = X.shape[0]
-    X = X.reshape(nq, -1)  # columns: (precision, grid, field)
-    return _reduce(X, codes, keys, n_groups=n_groups, draws=draws, seed=seed, sub=sub) + (tot, hist)
+    boot_parts, sum_parts = [X.reshape(nq, -1)], []  # geometry columns: (precision, grid, field)
+    if dyn is not None:
+        from .correctness import correctness_kernel
+        from .dynamics import dynamics_kernel
+
+        used = np.arange(s.shape[3])[None, :] < A_used[:, None]
+        d = dynamics_kernel(s, K, label, depth_idx=dyn["inc_idx"], grid_idx=dyn["grid_idx"],
+                            endpoint_idx=t_idx, used=used)
+        c = correctness_kernel(s, K, label, depth_idx=dyn["corr_idx"], grid_idx=dyn["grid_idx"],
+                               endpoint_idx=t_idx, used=used)
+        boot_parts += [d[v].reshape(nq, -1) for v in DYNAMICS_BOOT] + [c[v].reshape(nq, -1) for v in CORRECTNESS_BOOT]
+        sum_parts += [d[v].reshape(nq, -1) for v in DYNAMICS_SUM] + [c[v].reshape(nq, -1) for v in CORRECTNESS_SUM]
+    Xb = np.concatenate(boot_parts, axis=1)
+    out = _reduce(Xb, codes, keys, n_groups=n_groups, draws=draws, seed=seed, sub=sub) + (tot, hist)
+    if sum_parts:
+        Xs = np.concatenate(sum_parts, axis=1)
+        ss, sc, _, _ = _reduce(Xs, codes, keys, n_groups=n_groups, draws=0, seed=seed, sub=sub)
+    else:
+        ss = sc = np.zeros((n_groups, 0))
+    return out + (ss, sc)
 
 
 def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
@@ -155,7 +189,7 @@ def _tree_sum(parts):
 
 
 def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Sequence[str],
-               draws: int = 5000, seed: int = 0, sub: int = 1024):
+               draws: int = 5000, seed: int = 0, sub: int = 1024, dynamics: bool = True):
     """The delayed pass over ``score`` (see the module docstring).
 
     Parameters
@@ -170,6 +204,11 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
         each question's cell index ``[question]`` and the cell names.
     draws, seed
         bootstrap draws (0: none) and seed.
+    dynamics
+        also fold in the §4 dynamics and correctness summaries (:mod:`.dynamics`,
+        :mod:`.correctness`): adjacent increments over every recorded depth ≤ T, promotion sets,
+        the permutation reference and ε on the **first** grid, accuracy and transitions at every
+        recorded depth < T (needs the ``label`` coordinate; NaN where unknown).
 
     Returns
     -------
@@ -199,21 +238,41 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
     A_used = np.asarray(score["n_arrangements"].values).astype(np.int64)
     keys = question_keys(score[L.QUESTION].values) if draws > 0 else np.zeros(len(K), np.uint64)
     codes = np.asarray(codes, dtype=np.int64)
+    label = (np.asarray(score["label"].values).astype(np.int64) if "label" in score.coords
+             else np.full(len(K), -1, dtype=np.int64))
+    upto = [t for t in recorded if t <= T]
+    before = [t for t in recorded if t < T]
+    dyn = None
+    if dynamics:
+        dyn = dict(
+            inc_idx=[recorded.index(t) for t in upto], grid_idx=[recorded.index(t) for t in grids[0].depths],
+            corr_idx=[recorded.index(t) for t in before],
+        )
     kw = dict(
         n_groups=len(groups), union_idx=np.array([recorded.index(t) for t in union], dtype=np.int64),
         t_idx=recorded.index(T), member=member, union_depths=np.asarray(union, dtype=np.float64),
-        T=T, draws=int(draws), seed=int(seed), sub=int(sub),
+        T=T, draws=int(draws), seed=int(seed), sub=int(sub), dyn=dyn,
     )
     run = dask.delayed(_chunk, pure=True)
     parts, start = [], 0
     for blk, nq in zip(score.data.to_delayed().ravel(), score.chunks[0]):
         sl = slice(start, start + nq)
         start += nq
-        parts.append(run(blk, K[sl], A_used[sl], codes[sl], keys[sl], **kw))
+        parts.append(run(blk, K[sl], A_used[sl], codes[sl], keys[sl], label[sl], **kw))
     if not parts:  # no question: one empty chunk gives correctly shaped zeros
         empty = np.zeros((0,) + tuple(score.shape[1:]), dtype=score.dtype)
-        parts.append(run(empty, K[:0], A_used[:0], codes[:0], keys[:0], **kw))
+        parts.append(run(empty, K[:0], A_used[:0], codes[:0], keys[:0], label[:0], **kw))
+    P = score.sizes[L.PRECISION]
+    shapes = {}
+    if dyn is not None:
+        from .dynamics import RHO_BINS
+
+        G0, J = len(grids[0].depths), len(before)
+        per = {"rho_hist": (RHO_BINS,), "promoted": (G0,)}
+        per.update({v: (J,) for v in ("acc", "acc_change", "disagree") + CORRECTNESS_SUM})
+        shapes = {v: (P,) + per.get(v, ()) for v in DYNAMICS_BOOT + CORRECTNESS_BOOT + DYNAMICS_SUM + CORRECTNESS_SUM}
     meta = dict(
+        dyn_shapes=shapes, corr_depths=before, dyn_grid=grids[0],
         groups=list(groups), grids=grids, endpoint=T, ladder_depths=union,
         precision=[str(p) for p in score[L.PRECISION].values.tolist()], draws=int(draws), seed=int(seed),
     )
@@ -221,15 +280,82 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
 
 
 def finish_pass(values, meta) -> PassResult:
-    """A :class:`PassResult` from the computed tuple of :func:`store_pass` and its metadata."""
-    sums, counts, boot_s, boot_c, tot, hist = values
+    """A :class:`PassResult` from the computed tuple of :func:`store_pass` and its metadata.
+
+    The §4 summaries land in ``extra``: ``extra['boot'][name] = (sums, counts, boot_sums,
+    boot_counts)`` with shapes ``[group, precision, ...]`` / ``[group, draw, precision, ...]``
+    and ``extra['sum'][name] = (sums, counts)``; ``extra['corr_depths']`` the depths t of the
+    per-depth correctness summaries and ``extra['dyn_grid']`` the grid of the grid-based ones."""
+    sums, counts, boot_s, boot_c, tot, hist, ssum, scount = values
+    G = len(meta["grids"])
+    P = len(meta["precision"])
+    n_geo = P * G * len(GEOMETRY_COLUMNS)
     columns = [(name, g.name, p) for p in meta["precision"] for g in meta["grids"] for name in GEOMETRY_COLUMNS]
+    extra: dict = {"boot": {}, "sum": {}, "corr_depths": meta["corr_depths"], "dyn_grid": meta["dyn_grid"]}
+    shapes = meta["dyn_shapes"]
+    if shapes:
+        ng, nd = sums.shape[0], boot_s.shape[1]
+        pos = n_geo
+        for v in DYNAMICS_BOOT + CORRECTNESS_BOOT:
+            n = int(np.prod(shapes[v]))
+            sl = slice(pos, pos + n)
+            pos += n
+            extra["boot"][v] = (
+                sums[:, sl].reshape((ng,) + shapes[v]), counts[:, sl].reshape((ng,) + shapes[v]),
+                boot_s[:, :, sl].reshape((ng, nd) + shapes[v]), boot_c[:, :, sl].reshape((ng, nd) + shapes[v]),
+            )
+        pos = 0
+        for v in DYNAMICS_SUM + CORRECTNESS_SUM:
+            n = int(np.prod(shapes[v]))
+            sl = slice(pos, pos + n)
+            pos += n
+            extra["sum"][v] = (ssum[:, sl].reshape((ng,) + shapes[v]), scount[:, sl].reshape((ng,) + shapes[v]))
     return PassResult(
-        groups=meta["groups"], columns=columns, sums=sums, counts=counts, boot_sums=boot_s,
-        boot_counts=boot_c, ladder=tot, ladder_depths=meta["ladder_depths"],
-        precision=meta["precision"], grids=meta["grids"], endpoint=meta["endpoint"],
-        draws=meta["draws"], seed=meta["seed"], hist=hist,
+        groups=meta["groups"], columns=columns, sums=sums[:, :n_geo], counts=counts[:, :n_geo],
+        boot_sums=boot_s[:, :, :n_geo], boot_counts=boot_c[:, :, :n_geo], ladder=tot,
+        ladder_depths=meta["ladder_depths"], precision=meta["precision"], grids=meta["grids"],
+        endpoint=meta["endpoint"], draws=meta["draws"], seed=meta["seed"], hist=hist, extra=extra,
     )
+
+
+def pass_statistic(res: PassResult, kind: str, *names: str, level: float = 0.95):
+    """A cell statistic of the §4 summaries with its paired interval.
+
+    ``kind`` is ``'mean'`` (one summary: mean over the cell's questions with a finite value),
+    ``'ratio'`` (``Σ num / Σ den`` over the cell's questions, i.e. the ratio of the two means),
+    ``'diff'`` (difference of two means) or ``'sum'`` (no interval). Returns ``(estimate, lo,
+    hi)`` arrays ``[group, precision, ...]`` (lo/hi NaN without bootstrap or for sums).
+
+    Raises
+    ------
+    KeyError
+        for a summary the pass did not compute.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if kind == "sum":
+            if names[0] in res.extra["sum"]:
+                x = res.extra["sum"][names[0]][0]
+            else:
+                x = res.extra["boot"][names[0]][0]
+            return x, np.full_like(x, np.nan), np.full_like(x, np.nan)
+        if any(n not in res.extra["boot"] for n in names):  # summed only: no interval
+            tot = [res.extra["sum"][n] for n in names]
+            point = {"mean": lambda: tot[0][0] / tot[0][1], "ratio": lambda: tot[0][0] / tot[1][0],
+                     "diff": lambda: tot[0][0] / tot[0][1] - tot[1][0] / tot[1][1]}[kind]()
+            return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
+        parts = [res.extra["boot"][n] for n in names]
+        if kind == "mean":
+            s, c, bs, bc = parts[0]
+            point, boot = s / c, bs / bc
+        elif kind == "ratio":
+            (s1, _, bs1, _), (s2, _, bs2, _) = parts
+            point, boot = s1 / s2, bs1 / bs2
+        elif kind == "diff":
+            (s1, c1, bs1, bc1), (s2, c2, bs2, bc2) = parts
+            point, boot = s1 / c1 - s2 / c2, bs1 / bc1 - bs2 / bc2
+        else:
+            raise ValueError(f"unknown statistic kind {kind!r}")
+    return _interval(point, np.moveaxis(boot, 1, 0), level)
 
 
 def _interval(point, boot, level):
