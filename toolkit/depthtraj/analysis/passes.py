@@ -96,6 +96,8 @@ DYNAMICS_BOOT = ("sum_tr", "sum_q", "sum_r", "sum_rho", "n_I", "n_zero_span", "a
 DYNAMICS_SUM = ("n_pairs", "rho_hist", "promoted", "complete_increments", "complete_grid")
 CORRECTNESS_BOOT = ("acc_T", "eps", "acc", "acc_change", "disagree")
 CORRECTNESS_SUM = ("WC", "CW", "WWp", "CC", "WW")
+#: Questions per block of per-question summaries inside a chunk (memory bound).
+ROWS = 4096
 
 
 def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, member, union_depths, T,
@@ -110,26 +112,40 @@ def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, 
         union_idx, t_idx, member, union_depths, float(T),
     )
     nq = X.shape[0]
-    boot_parts, sum_parts = [X.reshape(nq, -1)], []  # geometry columns: (precision, grid, field)
+    X = X.reshape(nq, -1)  # geometry columns: (precision, grid, field)
+    codes = np.asarray(codes, dtype=np.int64)
+    keys = np.asarray(keys, dtype=np.uint64)
     if dyn is not None:
         from .correctness import correctness_kernel
         from .dynamics import dynamics_kernel
 
         used = np.arange(s.shape[3])[None, :] < A_used[:, None]
-        d = dynamics_kernel(s, K, label, depth_idx=dyn["inc_idx"], grid_idx=dyn["grid_idx"],
-                            endpoint_idx=t_idx, used=used)
-        c = correctness_kernel(s, K, label, depth_idx=dyn["corr_idx"], grid_idx=dyn["grid_idx"],
-                               endpoint_idx=t_idx, used=used)
-        boot_parts += [d[v].reshape(nq, -1) for v in DYNAMICS_BOOT] + [c[v].reshape(nq, -1) for v in CORRECTNESS_BOOT]
-        sum_parts += [d[v].reshape(nq, -1) for v in DYNAMICS_SUM] + [c[v].reshape(nq, -1) for v in CORRECTNESS_SUM]
-    Xb = np.concatenate(boot_parts, axis=1)
-    out = _reduce(Xb, codes, keys, n_groups=n_groups, draws=draws, seed=seed, sub=sub) + (tot, hist)
-    if sum_parts:
-        Xs = np.concatenate(sum_parts, axis=1)
-        ss, sc, _, _ = _reduce(Xs, codes, keys, n_groups=n_groups, draws=0, seed=seed, sub=sub)
-    else:
-        ss = sc = np.zeros((n_groups, 0))
-    return out + (ss, sc)
+        label = np.asarray(label)
+    out = None
+    # Per-question summaries are reduced block by block (ROWS questions): their columns, and the
+    # float64 copies the NumPy kernels make, never exist for a whole chunk at once.
+    for a in range(0, max(nq, 1), ROWS):
+        sl = slice(a, min(nq, a + ROWS))
+        m = sl.stop - sl.start
+        b_cols, s_cols = [X[sl]], []
+        if dyn is not None:
+            d = dynamics_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["inc_idx"], grid_idx=dyn["grid_idx"],
+                                endpoint_idx=t_idx, used=used[sl])
+            c = correctness_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["corr_idx"], grid_idx=dyn["grid_idx"],
+                                   endpoint_idx=t_idx, used=used[sl])
+            b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [c[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
+            s_cols += [d[v].reshape(m, -1) for v in DYNAMICS_SUM] + [c[v].reshape(m, -1) for v in CORRECTNESS_SUM]
+        r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
+                    seed=seed, sub=sub)
+        if s_cols:
+            ss, sc, _, _ = _reduce(np.concatenate(s_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups,
+                                   draws=0, seed=seed, sub=sub)
+        else:
+            ss = sc = np.zeros((n_groups, 0))
+        r = r + (ss, sc)
+        out = r if out is None else _add(out, r)
+    sums, counts, boot_s, boot_c, ss, sc = out
+    return sums, counts, boot_s, boot_c, tot, hist, ss, sc
 
 
 def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
