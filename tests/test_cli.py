@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from depthtraj.analysis.tables import SCHEMA
+
 
 def test_help_imports_nothing_heavy():
     code = (
@@ -73,7 +75,7 @@ def test_demo_end_to_end(tmp_path):
     assert (out / "tiny-huginn" / "config.json").is_file()
     assert (out / "demo.zarr" / "zarr.json").is_file()
     doc = json.loads((out / "tables" / "analysis.json").read_text())
-    assert doc["schema"] == "depthtraj.analysis/1"
+    assert doc["schema"] == SCHEMA
     assert (out / "tables" / "depth_area.csv").read_text().count("\n") > 4
     # the checkpoint the demo leaves behind is usable by collect
     r = subprocess.run(
@@ -99,4 +101,4 @@ def test_core_works_without_torch(tmp_path):
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "ok: no findings" in r.stdout and '"schema": "depthtraj.analysis/1"' in r.stdout
+    assert "ok: no findings" in r.stdout and f'"schema": "{SCHEMA}"' in r.stdout

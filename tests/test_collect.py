@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 import zarr
 
+from depthtraj.adapter import load_adapter_class
+from depthtraj.collect import tokenize_label_targets
+
 pytestmark = pytest.mark.models
+torch = pytest.importorskip("torch")
 
 CLI = [sys.executable, "-m", "depthtraj.cli"]
 
@@ -46,7 +50,7 @@ def test_collect_validate_analyze_64_arc_questions(tiny_huginn, arc_test, tmp_pa
     r = run_cli("analyze", out, "--format", "json", "--bootstrap", 200)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema"] == "depthtraj.analysis/1"
+    assert doc["schema"].startswith("depthtraj.analysis/")  # its version is the analysis's own
     ds = open_store(out)
     assert ds.score.shape == (64, 8, 4, 1, 2)
     assert list(ds.precision.values) == ["bf16", "fp32"]
@@ -168,3 +172,167 @@ def _bad_csv(p):
     f = p / "bad_test.csv"
     f.write_text("only,three,fields\n")
     return f
+
+
+# -- answer-text readouts, arrangements, self-check (in process: one model load per call) -----
+FP32_ONLY = ("fp32",)
+
+
+@pytest.fixture(scope="module")
+def arc_mixed(arc_test, tmp_path_factory):
+    """Five real ARC-Challenge test questions with K = 4, 4, 3, 5, 4 (lines 1, 2, 122, 837, 3)."""
+    lines = arc_test.read_text(encoding="utf-8").split("\n")
+    path = tmp_path_factory.mktemp("arc") / "mixed.jsonl"
+    path.write_text("\n".join(lines[i] for i in (0, 1, 121, 836, 2)) + "\n", encoding="utf-8")
+    return path
+
+
+def _collect_in_process(model, data, out, **kw):
+    from depthtraj.collect import Source, collect
+
+    settings = dict(depths=3, precision=FP32_ONLY, chunk_size=2, batch_size=4)
+    settings.update(kw)
+    return collect(adapter="huginn", model=model, sources=[Source("arc_challenge", data)], out=out, **settings)
+
+
+def test_f3_balanced_arrangements_map_back_to_candidates(tiny_huginn, arc_mixed, tmp_path):
+    """F3 under the balanced design (K = 3, 4, 5 in one store: A = 5, unused rows -1): the store
+    validates and each arrangement's scores are the adapter's text readout of that arrangement's
+    prompt, stored by candidate identity, over n_chars."""
+    from depthtraj.adapter import encode_pair
+    from depthtraj.models.v1 import STANDARD_ARMS
+    from depthtraj.store import open_store, used_arrangements
+    from depthtraj.tasks import arrangement_orders, load_task, render_text_prompt
+    from depthtraj.validate import validate_store
+
+    out = tmp_path / "f3.zarr"
+    s = _collect_in_process(tiny_huginn, arc_mixed, out, readout="text", options=True, arrangements=4)
+    assert s.written == 5 and s.finalized
+    assert validate_store(out).findings == []
+    ds = open_store(out)
+    meta = ds.attrs["depthtraj"]
+    assert meta["readout"] == {
+        "kind": "text", "options_displayed": True, "normalization": "char",
+        "prompt_template": {"id": "mc-text-options-v1", "text": meta["readout"]["prompt_template"]["text"]},
+        "target_delimiter": " ", "fewshot": 0,
+    }
+    assert "self-check passed" in meta["notes"] and "RavenForCausalLM" in meta["notes"]
+    K = ds.n_candidates.values
+    assert K.tolist() == [4, 4, 3, 5, 4] and ds.sizes["arrangement"] == 5
+    np.testing.assert_array_equal(ds.arrangement_order.values, arrangement_orders(K, 4))
+    used = used_arrangements(ds).values
+    assert used.sum(axis=1).tolist() == K.tolist()
+    score = ds.score.values[..., 0]  # [q, depth, candidate, arrangement]
+    assert np.isnan(score[~np.broadcast_to(used[:, None, None, :], score.shape)]).all()
+    np.testing.assert_allclose(score, ds.logprob_sum.values[..., 0] / ds.n_chars.values[:, None, :, None], rtol=1e-6)
+
+    # question 2 (K=3), arrangement 2 shows candidates (2, 0, 1): rerun that prompt directly
+    q = load_task("arc_challenge", arc_mixed)[2]
+    order = ds.arrangement_order.values[2, 2, :3]
+    assert order.tolist() == [2, 0, 1]
+    runner = load_adapter_class("huginn").load(tiny_huginn, arms=[STANDARD_ARMS["fp32"]], self_check=None)
+    text = render_text_prompt(q, order, options=True)
+    pairs = [encode_pair(runner.tokenizer, text, " " + c) for c in q.choices]
+    r = runner.text_readout([pairs[0][0]], [[c for _, c in pairs]], [int(ds.seed.values[2])], 3, STANDARD_ARMS["fp32"])
+    np.testing.assert_allclose(ds.logprob_sum.values[2, :, :3, 2, 0], r.logprob_sum[0], rtol=0, atol=1e-5)
+    assert ds.n_tokens.values[2, :3, 2].tolist() == r.n_tokens[0].tolist()
+
+
+def test_f2_and_label_arrangements(tiny_huginn, arc_mixed, tmp_path):
+    """F2 (no options, one arrangement) and F1 under balanced arrangements, where the letter at
+    position p scores candidate arrangement_order[q, a, p]."""
+    from depthtraj.models.v1 import STANDARD_ARMS
+    from depthtraj.store import open_store
+    from depthtraj.tasks import load_task, render_label_prompt
+    from depthtraj.validate import validate_store
+
+    f2 = tmp_path / "f2.zarr"
+    _collect_in_process(tiny_huginn, arc_mixed, f2, readout="text")
+    assert validate_store(f2).findings == []
+    ds = open_store(f2)
+    assert ds.attrs["depthtraj"]["readout"]["prompt_template"]["id"] == "mc-text-v1"
+    assert ds.attrs["depthtraj"]["readout"]["options_displayed"] is False and ds.sizes["arrangement"] == 1
+
+    lab = tmp_path / "label.zarr"
+    _collect_in_process(tiny_huginn, arc_mixed, lab, arrangements=4)
+    assert validate_store(lab).findings == []
+    ds = open_store(lab)
+    q = load_task("arc_challenge", arc_mixed)[3]  # K = 5
+    order = ds.arrangement_order.values[3, 1]
+    assert sorted(order.tolist()) == [0, 1, 2, 3, 4] and order.tolist() != [0, 1, 2, 3, 4]
+    runner = load_adapter_class("huginn").load(tiny_huginn, arms=[STANDARD_ARMS["fp32"]], self_check=None)
+    prompts, targets = tokenize_label_targets(runner.tokenizer, [q])
+    text = render_label_prompt(q, order)
+    ids = list(runner.tokenizer(text)["input_ids"])
+    r = runner.label_readout([ids], targets, [int(ds.seed.values[3])], 3, STANDARD_ARMS["fp32"])
+    np.testing.assert_allclose(ds.score.values[3, :, order, 1, 0], r.logprob[0].T, rtol=0, atol=1e-5)
+
+
+def test_step_extras_become_exit_gate(tiny_huginn, arc_mixed, tmp_path, monkeypatch):
+    """An adapter returning step extras gets the optional exit_gate variable, NaN in unused
+    arrangements, and the store validates."""
+    import depthtraj.adapter as adapter_mod
+    from depthtraj.store import open_store
+    from depthtraj.validate import validate_store
+    from depthtraj_adapters.raven import HuginnAdapter
+
+    class Gated(HuginnAdapter):
+        def step_extras(self, h, context, positions, step_index):
+            return {"exit_gate": torch.sigmoid(h[torch.arange(h.shape[0]), positions].float().mean(-1))}
+
+    monkeypatch.setattr(adapter_mod, "load_adapter_class", lambda name: Gated)
+    out = tmp_path / "gate.zarr"
+    _collect_in_process(tiny_huginn, arc_mixed, out, readout="text", options=True, arrangements=4)
+    assert validate_store(out).findings == []
+    gate = open_store(out).exit_gate.values  # [q, depth, arrangement, precision]
+    assert gate.shape == (5, 3, 5, 1)
+    assert np.isnan(gate[2, :, 3:]).all() and np.isfinite(gate[2, :, :3]).all()
+    assert ((gate > 0) & (gate < 1))[np.isfinite(gate)].all()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--readout", "text", "--arrangements", "4"], "--arrangements 4 needs --options"),
+        (["--arrangements", "3"], "--arrangements must be 1 (identity order) or 4"),
+        (["--readout", "logits"], "--readout must be one of label, text"),
+        (["--shard", "5/4"], "--shard must be i/n with 1 <= i <= n"),
+        (["--shard", "two"], "--shard must be i/n"),
+    ],
+)
+def test_bad_readout_options_are_one_line_exit_2(tmp_path, extra, message):
+    from typer.testing import CliRunner
+
+    from depthtraj.cli import app
+
+    out = tmp_path / "never.zarr"
+    args = ["collect", "--adapter", "huginn", "--model", str(tmp_path), "--task", "arc_challenge", "--data", str(tmp_path / "x.jsonl"), "--out", str(out), *extra]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2, r.output
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("depthtraj: error: ") and message in lines[0], r.output
+    assert not out.exists()
+
+
+def test_failed_self_check_is_one_line_exit_2(tiny_huginn, arc_mixed, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import depthtraj.adapter as adapter_mod
+    from depthtraj.cli import app
+    from depthtraj_adapters.raven import HuginnAdapter
+
+    class NoCoda(HuginnAdapter):
+        name = "no-coda"
+
+        def read_logits(self, h, context, positions):
+            m = self.module(h.dtype)
+            return m.lm_head(m.transformer.ln_f(h[torch.arange(h.shape[0]), positions]))
+
+    monkeypatch.setattr(adapter_mod, "load_adapter_class", lambda name: NoCoda)
+    out = tmp_path / "never.zarr"
+    r = CliRunner().invoke(app, _collect_args(tiny_huginn, arc_mixed, out, "--depths", 2))
+    assert r.exit_code == 2, r.output
+    lines = [line for line in r.output.splitlines() if line.strip().startswith("depthtraj: error")]
+    assert len(lines) == 1 and "self-check failed" in lines[0] and "'no-coda'" in lines[0]
+    assert "RavenForCausalLM" in lines[0] and "refusing to collect" in lines[0]
+    assert not out.exists()

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from depthtraj.tasks import TaskError, load_task, render_label_prompt
@@ -98,3 +99,56 @@ def test_arc_line_separator_inside_a_string(tmp_path):
     p.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
     (q,) = load_task("arc_challenge", p)
     assert q.stem == "a\u2028b" and q.answer == 1
+
+
+# -- answer-text prompts and arrangements ------------------------------------------------------
+def test_text_prompts_follow_lm_eval_conventions(shared_data):
+    from depthtraj.tasks import continuation_text, render_text_prompt
+
+    arc = load_task("arc_challenge", shared_data / "arc_challenge" / "test.jsonl", limit=1)[0]
+    f2 = render_text_prompt(arc, options=False)  # lm-eval arc_challenge: "Question: {q}\nAnswer:"
+    assert f2 == f"Question: {arc.stem.strip()}\nAnswer:"
+    assert render_text_prompt(arc, [1, 0, 2, 3], options=True) == render_label_prompt(arc, [1, 0, 2, 3])
+    assert continuation_text(arc, 2) == " " + arc.choices[2]
+    mm = load_task("mmlu", shared_data / "mmlu" / "test" / "anatomy_test.csv", limit=1)[0]
+    f2 = render_text_prompt(mm, options=False)
+    assert f2.startswith("The following are questions (with answers) about anatomy.\n\nQuestion: ")
+    assert f2.endswith("\nAnswer:") and "\nA. " not in f2
+    with pytest.raises(ValueError, match="options"):
+        render_text_prompt(arc, [0, 1, 2, 3], options=False)
+
+
+def test_paper_arrangements_for_four_candidates():
+    from depthtraj.tasks import PAPER_K4, balanced_arrangements
+
+    # pd:sec:observation prints them 1-based: (1,2,3,4), (2,4,1,3), (4,3,2,1), (3,1,4,2)
+    assert (balanced_arrangements(4) + 1).tolist() == [list(r) for r in PAPER_K4]
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8])
+def test_balanced_arrangements_are_latin_squares(k):
+    from depthtraj.tasks import balanced_arrangements
+
+    b = balanced_arrangements(k).astype(int)
+    assert b.shape == (k, k) and b[0].tolist() == list(range(k))
+    assert (np.sort(b, axis=0) == np.arange(k)[:, None]).all()  # every candidate once per position
+    assert (np.sort(b, axis=1) == np.arange(k)[None, :]).all()  # every arrangement a permutation
+    pairs = {(int(r[i]), int(r[i + 1])) for r in b for i in range(k - 1)}
+    if k % 2 == 0:  # Williams: every ordered pair adjacent exactly once
+        assert len(pairs) == k * (k - 1)
+
+
+def test_arrangement_orders_mix_k_with_unused_rows():
+    from depthtraj.tasks import arrangement_orders, balanced_arrangements
+
+    o = arrangement_orders([3, 4, 5], 4)
+    assert o.shape == (3, 5, 5) and o.dtype == np.int8
+    assert (o[0, :3, :3] == balanced_arrangements(3)).all() and (o[0, 3:] == -1).all() and (o[0, :, 3:] == -1).all()
+    assert (o[1, :4, :4] == balanced_arrangements(4)).all() and (o[1, 4] == -1).all()
+    assert (o[2] == balanced_arrangements(5)).all()
+    one = arrangement_orders([3, 5], 1)
+    assert one.tolist() == [[[0, 1, 2, -1, -1]], [[0, 1, 2, 3, 4]]]
+    with pytest.raises(ValueError, match="1 .* or 4"):
+        arrangement_orders([4], 2)
+    with pytest.raises(ValueError, match="at least 2"):
+        balanced_arrangements(1)

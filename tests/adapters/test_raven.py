@@ -207,3 +207,38 @@ def test_adapter_identity(huginn_adapter, tiny_raven_dir):
     assert huginn_adapter.model_name == tiny_raven_dir.name
     assert huginn_adapter.revision == "local"
     assert huginn_adapter.weights_dtype == "bfloat16"
+
+
+def test_explicit_positions_and_causal_mask_equal_the_causal_path(huginn_adapter):
+    """The masked path (used for packed text readouts) with positions 0..seq-1 and a causal mask
+    reads out what upstream's causal path does; read_logits takes [batch, n] positions."""
+    a = huginn_adapter
+    ids = torch.tensor([_encode(a, SHORT)])
+    seq = ids.shape[1]
+    pos = torch.arange(seq)[None]
+    mask = torch.ones((1, seq, seq), dtype=torch.bool).tril()
+    where = torch.tensor([[seq - 1, 2, 0]])
+    with torch.inference_mode():
+        outs = []
+        for kwargs in ({}, {"position_ids": pos, "attention_mask": mask}):
+            ctx = a.embed(ids, torch.float32, **kwargs)
+            h = a.initial_state(ctx, [seq], [torch.Generator().manual_seed(1)])
+            for t in range(3):
+                h = a.step(h, ctx, t)
+            outs.append(a.read_logits(h, ctx, where))
+        single = a.read_logits(h, ctx, where[:, 0])
+    assert outs[0].shape == (1, 3, 65536)
+    np.testing.assert_allclose(outs[1].numpy(), outs[0].numpy(), rtol=0, atol=1e-4)
+    np.testing.assert_allclose(single.numpy(), outs[1][:, 0].numpy(), rtol=0, atol=1e-6)
+
+
+def test_own_forward_is_the_models_forward(huginn_adapter):
+    a = huginn_adapter
+    ids = torch.tensor([_encode(a, SHORT)])
+    with torch.inference_mode():
+        ctx = a.embed(ids, torch.float32)
+        h0 = a.initial_state(ctx, [ids.shape[1]], [torch.Generator().manual_seed(2)])
+        own = a.own_forward_logits(ids, 3, state=h0)
+        ref = a.model(ids, input_states=h0, num_steps=3).logits
+    assert own.shape == (1, ids.shape[1], 65536) and own.dtype == torch.float32
+    assert torch.equal(own, ref)

@@ -164,6 +164,44 @@ def _mixed(path: Path, **kw):
     return _base(path, 6, chunk=3, k_mix=(3, 4, 5), seed=0, **kw)
 
 
+_DEPTH_STATS = ("logsumexp", "latent_step_norm", "exit_gate")
+
+
+def _balanced(path: Path):
+    """6 text questions (K = [5, 4, 5, 5, 3, 3], chunks of 3) under the balanced design of each
+    question's own K (depthtraj.tasks.arrangement_orders(K, 4): A = 5, arrangements past K
+    unused), with logsumexp, latent_step_norm and an exit_gate in (0, 1); every value of an
+    unused arrangement is NaN (n_tokens 0)."""
+    from depthtraj.tasks import arrangement_orders
+
+    g = _mixed(path, readout="text", normalization="char", arrangements=5,
+               optional=("logsumexp", "latent_step_norm"))
+    ref = g["logsumexp"]
+    gate = g.create_array(
+        "exit_gate", shape=ref.shape, dtype="float32", chunks=ref.chunks,
+        dimension_names=ref.metadata.dimension_names, fill_value=np.nan,
+    )
+    gate[...] = np.random.default_rng(5).uniform(0.05, 0.95, size=ref.shape).astype(np.float32)
+    K = np.asarray(g["n_candidates"][...])
+    order = arrangement_orders(K.tolist(), 4)
+    g["arrangement_order"][...] = order
+    for q, a in zip(*np.nonzero(order[:, :, 0] < 0)):
+        _blank_arrangement(g, int(q), int(a))
+    return g
+
+
+def _blank_arrangement(g, q: int, a: int) -> None:
+    """Write the unused-arrangement values of (question q, arrangement a): NaN, n_tokens 0."""
+    for name in ("score", "logprob_sum", "logprob_first"):
+        if name in g:
+            g[name][q, :, :, a, :] = np.nan
+    if "n_tokens" in g:
+        g["n_tokens"][q, :, a] = 0
+    for name in _DEPTH_STATS:
+        if name in g:
+            g[name][q, :, a, :] = np.nan
+
+
 def _recreate(g, name, data=None, *, dtype=None, chunks=None, dims=None, fill_value=None):
     """Replace array ``name`` by a new one (new dtype, chunks, dims or data), keeping its attrs."""
     a = g[name]
@@ -229,6 +267,15 @@ def _(p):
 @case("valid", "mixed_k_arrangements", "Label readout, K in {3, 4, 5}, 4 arrangements, 2 precision arms, chunks of 3.")
 def _(p):
     _mixed(p, arrangements=4, precision=("bf16", "fp32"))
+
+
+@case(
+    "valid", "balanced_unused_arrangements",
+    "Text readout (char), K in {3, 4, 5} under each K's balanced design (A = 5; arrangements past "
+    "K unused: all -1, NaN values, n_tokens 0), with logsumexp, latent_step_norm and exit_gate.",
+)
+def _(p):
+    _balanced(p)
 
 
 @case("valid", "sparse_depths", "Sparse depths 2, 4, 8 with endpoint 8.")
@@ -639,6 +686,27 @@ def _(p):
 def _(p):
     g = _base(p, optional=("latent_step_norm",))
     g["latent_step_norm"][3, 2, 0, 0] = np.nan
+
+
+@case("invalid", "data_002_unused_arrangement_value", "score is finite in an unused arrangement (q=4, K=3, arrangement 3).", ("DT-DATA-002",))
+def _(p):
+    g = _balanced(p)
+    g["score"][4, 1, 0, 3, 0] = -1.5
+
+
+@case("invalid", "data_007_arrangement_gap", "Question 4 (K=3) leaves arrangement 1 unused but uses 2: used arrangements must be 0..A_q-1.", ("DT-DATA-007",))
+def _(p):
+    g = _balanced(p)
+    order = np.asarray(g["arrangement_order"][...])
+    order[4, 1] = -1
+    g["arrangement_order"][...] = order
+    _blank_arrangement(g, 4, 1)
+
+
+@case("invalid", "data_011_exit_gate_inf", "exit_gate is +inf at one cell of a used arrangement.", ("DT-DATA-011",))
+def _(p):
+    g = _balanced(p)
+    g["exit_gate"][1, 0, 2, 0] = np.inf
 
 
 @case("invalid", "data_012_empty_candidate_text", "candidate_text[1, 0] is '' for a real candidate.", ("DT-DATA-012",))

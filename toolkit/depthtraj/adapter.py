@@ -2,19 +2,25 @@
 
 A depth-recurrent LM maps a prompt to a latent state ``h_t`` that is refined by one shared
 *recurrence step* per depth ``t = 1..T``; a *readout path* turns any ``h_t`` into next-token
-logits. depthtraj records, for every recurrence step, the multiple-choice label scores read out
-from ``h_t`` (F1, `pd:eq:f1`).
+logits. depthtraj records, for every recurrence step, the multiple-choice scores read out from
+``h_t``: label scores (F1, `pd:eq:f1`) or answer-text log-likelihoods (F2/F3, `pd:eq:f2`).
 
 This module splits that work in two:
 
 * :class:`LoopedLMAdapter` declares the **family hooks** a model family implements (one module per
-  family under ``depthtraj_adapters``): :meth:`~LoopedLMAdapter.embed` (prelude),
-  :meth:`~LoopedLMAdapter.initial_state`, :meth:`~LoopedLMAdapter.step` (one recurrence step) and
-  :meth:`~LoopedLMAdapter.read_logits` (readout path at chosen positions only).
+  family under ``depthtraj_adapters``): :meth:`~LoopedLMAdapter.embed` (prelude, with optional
+  position ids and a block attention mask), :meth:`~LoopedLMAdapter.initial_state`,
+  :meth:`~LoopedLMAdapter.step` (one recurrence step), :meth:`~LoopedLMAdapter.read_logits`
+  (readout path at chosen positions only), :meth:`~LoopedLMAdapter.own_forward_logits` (the
+  model's own forward, the reference of the load-time self-check) and optionally
+  :meth:`~LoopedLMAdapter.step_extras` (per-step scalars such as Ouro's exit gate).
 * Everything else is shared and family-agnostic: loading, rounding the weights once, the
-  precision arms (`pd:app:extended-precision`), padding-safe batching, per-question seeding, and
-  :meth:`~LoopedLMAdapter.label_readout`, which runs the recurrence **once** for ``T`` steps and
-  reads out after every step.
+  precision arms (`pd:app:extended-precision`), padding-safe batching, per-question seeding,
+  :meth:`~LoopedLMAdapter.label_readout` and :meth:`~LoopedLMAdapter.text_readout`, which run the
+  recurrence **once** for ``T`` steps and read out after every step (the text readout with the
+  prompt prefix shared by all candidates' continuations), and
+  :meth:`~LoopedLMAdapter.self_check`, which refuses adapters that disagree with the model's own
+  forward.
 
 Adapters register under the entry-point group ``depthtraj.adapters``
 (:func:`available_adapters`, :func:`load_adapter_class`).
@@ -27,8 +33,11 @@ from __future__ import annotations
 import abc
 import copy
 import importlib.metadata
+import inspect
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 
@@ -45,7 +54,7 @@ ENTRY_POINT_GROUP = "depthtraj.adapters"
 _DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64")
 
 
-class LabelReadout(NamedTuple):
+class _LabelArrays(NamedTuple):
     """Per-depth label readouts of one batch of questions (all float32 numpy arrays).
 
     Dims: ``batch`` (questions, in the order given), ``depth`` (recurrence step ``t = 1..T``;
@@ -63,6 +72,224 @@ class LabelReadout(NamedTuple):
     """``[batch, depth]``: L2 norm over the hidden dim of ``h_t - h_{t-1}`` at the readout position,
     in float32, where ``h_0`` is the initial state as the recurrence receives it (cast to the arm's
     recurrence dtype)."""
+
+
+class LabelReadout(_LabelArrays):
+    """Per-depth label readouts (the array fields of :class:`_LabelArrays`) plus :attr:`extras`.
+
+    ``extras`` maps each name the adapter's :meth:`LoopedLMAdapter.step_extras` returns (e.g.
+    ``exit_gate``) to a float32 ``[batch, depth]`` array at the readout position; it is empty for
+    families without step extras. It is an attribute, not a tuple field, so code iterating
+    ``LabelReadout._fields`` sees the three arrays only.
+    """
+
+    extras: dict[str, np.ndarray]
+
+    def __new__(cls, logprob, logsumexp, latent_step_norm, extras: Mapping[str, np.ndarray] | None = None):
+        self = super().__new__(cls, logprob, logsumexp, latent_step_norm)
+        self.extras = dict(extras or {})
+        return self
+
+
+class _TextArrays(NamedTuple):
+    """Per-depth answer-text readouts (`pd:eq:f2`) of one batch of items.
+
+    Dims: ``batch`` (items, in the order given), ``depth`` (``t = 1..T``), ``candidate``
+    (``k_max`` = most continuations of any item, in the order given: candidate identity).
+    """
+
+    logprob_sum: np.ndarray
+    """``[batch, depth, k_max]`` float32, nats: ``sum_j log p_t(v_{k,j} | x, v_{k,<j})`` over the
+    continuation's tokens; NaN past the item's continuations."""
+    logprob_first: np.ndarray
+    """``[batch, depth, k_max]`` float32, nats: ``log p_t(v_{k,1} | x)``; NaN past them."""
+    n_tokens: np.ndarray
+    """``[batch, k_max]`` int32: continuation length ``n_k`` in tokens; 0 past them."""
+    logsumexp: np.ndarray
+    """``[batch, depth]`` float32, nats: logsumexp of the raw full-vocabulary logits at the last
+    prompt token (the distribution of every continuation's first token)."""
+    latent_step_norm: np.ndarray
+    """``[batch, depth]`` float32: ``||h_t - h_{t-1}||_2`` at the last prompt token."""
+
+
+class TextReadout(_TextArrays):
+    """Answer-text readouts (the fields of :class:`_TextArrays`) plus :attr:`extras` (as in
+    :class:`LabelReadout`: name -> float32 ``[batch, depth]`` at the last prompt token)."""
+
+    extras: dict[str, np.ndarray]
+
+    def __new__(cls, *fields, extras: Mapping[str, np.ndarray] | None = None):
+        self = super().__new__(cls, *fields)
+        self.extras = dict(extras or {})
+        return self
+
+
+class AdapterSelfCheckError(RuntimeError):
+    """The adapter's per-depth readout disagrees with the model's own forward on a probe input.
+
+    The message names the adapter (entry-point name and class), the model class and the file
+    its code was loaded from, the depth and the size of the disagreement: the adapter hooks do
+    not implement the model that was loaded, so nothing is collected.
+    """
+
+
+@dataclass(frozen=True)
+class SelfCheckReport:
+    """What :meth:`LoopedLMAdapter.self_check` measured: the largest absolute difference (nats)
+    from the model's own forward of each probe (``'<what>@<depth>'``), all within ``atol``."""
+
+    depths: tuple[int, ...]
+    max_abs_error: dict[str, float]
+    atol: float
+
+    def line(self) -> str:
+        worst = max(self.max_abs_error.values(), default=0.0)
+        return (
+            f"self-check passed at depths {', '.join(map(str, self.depths))}: the adapter's "
+            f"readout equals the model's own forward within {worst:.2g} nats (tolerance {self.atol:g})"
+        )
+
+
+def encode_pair(tokenizer: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """Token ids of a prompt and of one continuation, split the way lm-eval's ``_encode_pair``
+    does.
+
+    Trailing whitespace of ``context`` moves to the front of ``continuation``; then
+    ``context + continuation`` is encoded whole and the continuation's tokens are the tail
+    beyond the encoded context, ``encode(context + continuation)[len(encode(context)):]`` (both
+    without special tokens), so a token merged across the boundary is scored as part of the
+    continuation. The prompt ids are ``tokenizer(context)`` with the tokenizer's own special
+    tokens (its BOS), exactly as the label readout encodes prompts.
+
+    Returns:
+        ``(prompt_ids, continuation_ids)``; the continuation may come back empty (callers
+        reject it).
+    """
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    whole = list(tokenizer(context + continuation, add_special_tokens=False)["input_ids"])
+    plain = list(tokenizer(context, add_special_tokens=False)["input_ids"])
+    return list(tokenizer(context)["input_ids"]), whole[len(plain):]
+
+
+def _continuation_ids(tokenizer: Any, context: str, continuation: str) -> list[int]:
+    return encode_pair(tokenizer, context, continuation)[1]
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """A batch of items ``[x, v_1, ..., v_K]`` packed for the shared-prefix text readout.
+
+    Arrays (numpy): ``ids``, ``position_ids``, ``segment`` ``[batch, seq]`` (segment 0 is the
+    prompt, ``k + 1`` continuation ``k``, -1 padding); ``lengths``, ``prompt_len`` ``[batch]``;
+    ``offsets``, ``n_tokens``, ``first_token`` ``[batch, k_max]``; the readout plan ``read_at``,
+    ``target``, ``owner`` ``[batch, R]``: column 0 is the last prompt token (whose targets are the
+    ``first_token`` of every continuation), the others one continuation token each, predicting
+    the next token ``target`` of continuation ``owner`` (``k_max`` for column 0 and padding).
+    """
+
+    ids: np.ndarray
+    position_ids: np.ndarray
+    segment: np.ndarray
+    lengths: np.ndarray
+    prompt_len: np.ndarray
+    offsets: np.ndarray
+    n_tokens: np.ndarray
+    first_token: np.ndarray
+    read_at: np.ndarray
+    target: np.ndarray
+    owner: np.ndarray
+
+    def attention_mask(self) -> np.ndarray:
+        """``[batch, seq, seq]`` bool, True where query ``i`` may attend key ``j``: ``j <= i`` and
+        ``j`` in the prompt or in ``i``'s own continuation; padding rows see only themselves."""
+        seg = self.segment
+        idx = np.arange(seg.shape[1])
+        causal = idx[:, None] >= idx[None, :]
+        key_ok = (seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None])
+        mask = causal[None] & key_ok & (seg[:, :, None] >= 0)
+        return mask | np.eye(seg.shape[1], dtype=bool)[None]
+
+
+def _pack(
+    prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[Sequence[int]]], pad: int
+) -> _Packed:
+    batch = len(prompts)
+    k_max = max(len(c) for c in continuations)
+    n_tokens = np.zeros((batch, k_max), dtype=np.int32)
+    for i, conts in enumerate(continuations):
+        n_tokens[i, : len(conts)] = [len(v) for v in conts]
+    prompt_len = np.array([len(p) for p in prompts], dtype=np.int64)
+    offsets = prompt_len[:, None] + np.cumsum(n_tokens, axis=1) - n_tokens  # [batch, k_max]
+    lengths = prompt_len + n_tokens.sum(axis=1)
+    seq = int(lengths.max())
+    ids = np.full((batch, seq), pad, dtype=np.int64)
+    position_ids = np.zeros((batch, seq), dtype=np.int64)
+    segment = np.full((batch, seq), -1, dtype=np.int64)
+    n_read = 1 + np.maximum(n_tokens - 1, 0).sum(axis=1)
+    width = int(n_read.max())
+    read_at = np.repeat(prompt_len[:, None] - 1, width, axis=1)
+    target = np.zeros((batch, width), dtype=np.int64)
+    owner = np.full((batch, width), k_max, dtype=np.int64)
+    first_token = np.zeros((batch, k_max), dtype=np.int64)
+    for i, (prompt, conts) in enumerate(zip(prompts, continuations, strict=True)):
+        p = int(prompt_len[i])
+        tokens = np.concatenate([np.asarray(prompt, np.int64)] + [np.asarray(v, np.int64) for v in conts])
+        n = n_tokens[i, : len(conts)].astype(np.int64)
+        ids[i, : tokens.size] = tokens
+        segment[i, : tokens.size] = np.repeat(np.arange(len(conts) + 1), np.concatenate([[p], n]))
+        within = np.arange(tokens.size) - np.repeat(np.concatenate([[0], offsets[i, : len(conts)]]), np.concatenate([[p], n]))
+        position_ids[i, : tokens.size] = np.where(segment[i, : tokens.size] == 0, within, p + within)
+        first_token[i, : len(conts)] = [v[0] for v in conts]
+        # every continuation token but the last predicts the next one of its continuation
+        cont_pos = np.arange(p, tokens.size)
+        cont_seg = segment[i, p : tokens.size] - 1
+        last = offsets[i, cont_seg] + n[cont_seg] - 1
+        keep = cont_pos < last
+        m = int(keep.sum())
+        read_at[i, 1 : 1 + m] = cont_pos[keep]
+        target[i, 1 : 1 + m] = tokens[cont_pos[keep] + 1]
+        owner[i, 1 : 1 + m] = cont_seg[keep]
+    return _Packed(ids, position_ids, segment, lengths, prompt_len, offsets, n_tokens, first_token, read_at, target, owner)
+
+
+@dataclass(frozen=True)
+class _Unshared:
+    """The items of a :class:`_Packed` batch as one causal sequence ``[x, v_k]`` per (item, k).
+
+    ``item``, ``candidate`` ``[rows]``; ``ids``, ``state_rows`` ``[rows, seq]`` (``state_rows``
+    indexes the item's packed initial state: prompt rows, then ``v_k``'s rows; padding -> 0);
+    ``read_at``, ``target``, ``valid`` ``[rows, n]`` (the last prompt token, then every
+    continuation token but the last); ``lead_row`` ``[batch]``, each item's row of ``k = 0``.
+    """
+
+    item: np.ndarray
+    candidate: np.ndarray
+    ids: np.ndarray
+    state_rows: np.ndarray
+    read_at: np.ndarray
+    target: np.ndarray
+    valid: np.ndarray
+    lead_row: np.ndarray
+
+
+def _unshare(packed: _Packed, pad: int = 0) -> _Unshared:
+    item, cand = np.nonzero(packed.n_tokens > 0)  # row-major: item, then candidate
+    p = packed.prompt_len[item]
+    n = packed.n_tokens[item, cand].astype(np.int64)
+    seq, width = int((p + n).max()), int(n.max())
+    col = np.arange(seq)[None, :]
+    in_prompt, in_cont = col < p[:, None], (col >= p[:, None]) & (col < (p + n)[:, None])
+    src = np.where(in_prompt, col, packed.offsets[item, cand][:, None] + col - p[:, None])
+    state_rows = np.where(in_prompt | in_cont, src, 0)
+    ids = np.where(in_prompt | in_cont, packed.ids[item[:, None], state_rows], pad)
+    j = np.arange(width)[None, :]
+    valid = j < n[:, None]
+    read_at = np.where(valid, p[:, None] - 1 + j, p[:, None] - 1)
+    target = np.where(valid, ids[np.arange(item.size)[:, None], np.minimum(p[:, None] + j, seq - 1)], 0)
+    lead = np.searchsorted(item, np.arange(packed.n_tokens.shape[0]))
+    return _Unshared(item, cand, ids, state_rows, read_at, target, valid, lead)
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -125,7 +352,9 @@ class LoopedLMAdapter(abc.ABC):
     """A depth-recurrent LM behind the family hooks, plus the shared per-depth readout engine.
 
     Subclasses set :attr:`name` (entry-point name), :attr:`family` and :attr:`version` and
-    implement the four family hooks; they do not touch batching, seeding or precision.
+    implement the family hooks (:meth:`embed`, :meth:`initial_state`, :meth:`step`,
+    :meth:`read_logits`, :meth:`own_forward_logits`; optionally :meth:`step_extras`); they do not
+    touch batching, seeding, packing or precision.
 
     Attributes:
         model: the loaded model, weights rounded once to the arms' ``weights_dtype`` and stored in
@@ -137,6 +366,7 @@ class LoopedLMAdapter(abc.ABC):
         revision: pinned commit hash of the checkpoint, or ``"local"``.
         weights_dtype: dtype name the weights were rounded to.
         pad_token_id: token used to right-pad batches (any id works: readouts never look at pads).
+        self_check_report: what the last :meth:`self_check` measured (``None`` before one ran).
     """
 
     name: ClassVar[str]
@@ -144,6 +374,7 @@ class LoopedLMAdapter(abc.ABC):
     version: ClassVar[str]
 
     pad_token_id: int = 0
+    self_check_report: SelfCheckReport | None = None
 
     def __init__(
         self,
@@ -186,14 +417,21 @@ class LoopedLMAdapter(abc.ABC):
         *,
         device: str | torch.device = "cpu",
         arms: Sequence[PrecisionArm],
+        self_check: int | None = 4,
+        check_text: bool = True,
     ) -> Self:
-        """Load a checkpoint (hub id or directory) with its remote code and prepare ``arms``.
+        """Load a checkpoint (hub id or directory) with its remote code, prepare ``arms`` and
+        check the adapter against the model's own forward.
 
         Calls ``AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True,
         torch_dtype=torch.float32)`` and ``AutoTokenizer.from_pretrained(path)``, rounds all
         weights once to the arms' common ``weights_dtype`` (``bfloat16`` for the standard arms:
         every arm then uses the same bf16-rounded weights) and keeps one parameter-cast copy of
-        the model per dtype the arms compute in.
+        the model per dtype the arms compute in. Then runs :meth:`self_check` at depth
+        ``self_check`` (``None`` skips it; ``check_text`` adds the packed answer-text probe).
+
+        Raises:
+            AdapterSelfCheckError: the adapter's readout is not the model's own forward.
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -206,7 +444,7 @@ class LoopedLMAdapter(abc.ABC):
         )
         tokenizer = AutoTokenizer.from_pretrained(path)
         model_name, revision = _model_identity(model, path)
-        return cls(
+        adapter = cls(
             model,
             tokenizer,
             device=device,
@@ -215,6 +453,9 @@ class LoopedLMAdapter(abc.ABC):
             model_name=model_name,
             revision=revision,
         )
+        if self_check:
+            adapter.self_check(self_check, text=check_text)
+        return adapter
 
     def _check_weights_dtype(self, arm: PrecisionArm) -> None:
         if arm.weights_dtype != self.weights_dtype:
@@ -234,16 +475,30 @@ class LoopedLMAdapter(abc.ABC):
 
     # ------------------------------------------------------------------ family hooks
     @abc.abstractmethod
-    def embed(self, input_ids: torch.Tensor, dtype: torch.dtype) -> Any:
+    def embed(
+        self,
+        input_ids: torch.Tensor,
+        dtype: torch.dtype,
+        *,
+        position_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> Any:
         """Run everything before the recurrence (embedding, prelude) in ``dtype``.
 
         Args:
             input_ids: ``[batch, seq]`` int64 right-padded token ids on :attr:`device`.
             dtype: the arm's recurrence dtype.
+            position_ids: ``[batch, seq]`` int64 position of each token (rotary positions), or
+                ``None`` for ``0..seq-1``.
+            attention_mask: ``[batch, seq, seq]`` bool, ``True`` where query ``i`` may attend key
+                ``j``, or ``None`` for causal attention. Every row has at least its diagonal set.
 
         Returns:
-            A family-specific *context* that :meth:`initial_state`, :meth:`step` and
-            :meth:`read_logits` receive unchanged (e.g. the prelude output).
+            A family-specific *context* that :meth:`initial_state`, :meth:`step`,
+            :meth:`read_logits` and :meth:`step_extras` receive unchanged. When
+            ``position_ids`` or ``attention_mask`` are given, the family must use them in the
+            prelude, in every recurrence step and in the readout path (coda), so they belong in
+            the context.
         """
 
     @abc.abstractmethod
@@ -256,7 +511,10 @@ class LoopedLMAdapter(abc.ABC):
         ``[lengths[i], hidden]``, i.e. for the item's own length, from the same distribution as
         the model's own state initialisation, and then be placed at ``[i, :lengths[i]]`` of the
         returned ``[batch, seq, hidden]`` float32 tensor on :attr:`device` (pad rows: any finite
-        value). This makes an item's state independent of the batch it is in.
+        value). This makes an item's state independent of the batch it is in. Families whose
+        ``h_0`` is not random (e.g. the embeddings themselves) return it from ``context`` and
+        ignore the generators; it must then be a function of each position's own token and
+        position id only.
         """
 
     @abc.abstractmethod
@@ -281,14 +539,103 @@ class LoopedLMAdapter(abc.ABC):
         Args:
             h: ``[batch, seq, hidden]`` latent state.
             context: what :meth:`embed` returned.
-            positions: ``[batch]`` int64 index of each item's readout position (its last real
-                token).
+            positions: ``[batch]`` int64 index of each item's readout position, or ``[batch, n]``
+                several positions per item.
 
         Returns:
-            ``[batch, vocab]`` raw logits over the full vocabulary.
+            ``[batch, vocab]`` (or ``[batch, n, vocab]``) raw logits over the full vocabulary.
         """
 
+    @abc.abstractmethod
+    def own_forward_logits(
+        self, input_ids: torch.Tensor, n_steps: int, state: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The model's own forward (float32 :attr:`model`, not the hooks), the self-check's
+        reference.
+
+        Args:
+            input_ids: ``[batch, seq]`` int64 token ids (no padding).
+            n_steps: recurrence steps, passed as the family's own step-count argument.
+            state: ``[batch, seq, hidden]`` float32 initial latent state, fed to the model where
+                the family draws a random one (ignored by families without a random state).
+
+        Returns:
+            ``[batch, seq, vocab]`` float32 logits.
+        """
+
+    def step_extras(
+        self, h: torch.Tensor, context: Any, positions: torch.Tensor, step_index: int
+    ) -> dict[str, torch.Tensor]:
+        """Optional per-step scalars at the readout positions (default: none).
+
+        Called after step ``step_index`` (0-based) with the new state ``h`` (recurrence dtype)
+        and ``positions`` ``[batch]``; returns ``{name: [batch] tensor}`` with names of optional
+        store variables of dims (question, depth, arrangement, precision), e.g. Ouro's
+        ``{"exit_gate": λ_t}``. The same names must come back at every step.
+        """
+        return {}
+
     # ------------------------------------------------------------------ shared engine
+    def _arm_dtypes(self, arm: PrecisionArm) -> tuple[torch.dtype, torch.dtype]:
+        self._check_weights_dtype(arm)
+        rec_dtype, head_dtype = torch_dtype(arm.recurrence_dtype), torch_dtype(arm.head_dtype)
+        for dtype in (rec_dtype, head_dtype):  # build missing variants outside inference mode
+            self.module(dtype)
+        return rec_dtype, head_dtype
+
+    def _recur(
+        self,
+        ids: torch.Tensor,
+        arm: PrecisionArm,
+        n_steps: int,
+        *,
+        read_at: torch.Tensor,
+        stat_at: torch.Tensor,
+        consume: Callable[[int, torch.Tensor], None],
+        lengths: Sequence[int] | None = None,
+        seeds: Sequence[int] | None = None,
+        state: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Run the recurrence once for ``n_steps`` steps and read out after every step.
+
+        The initial state is ``state`` (float32 ``[batch, seq, hidden]``) or else
+        :meth:`initial_state` of ``lengths`` drawn from ``Generator().manual_seed(seeds[i])``.
+        After step ``t`` (0-based), ``consume(t, logits)`` receives the float32 logits of
+        :meth:`read_logits` at ``read_at``.
+
+        Returns ``(step_norm [batch, depth], extras {name: [batch, depth]})`` at ``stat_at``
+        ``[batch]``, float32.
+        """
+        import torch
+
+        rec_dtype, head_dtype = self._arm_dtypes(arm)
+        batch = ids.shape[0]
+        rows = torch.arange(batch, device=self.device)
+        step_norm = torch.empty((batch, n_steps), dtype=torch.float32, device=self.device)
+        extras: dict[str, torch.Tensor] = {}
+        with torch.inference_mode():
+            context = self.embed(ids, rec_dtype, position_ids=position_ids, attention_mask=attention_mask)
+            if state is None:
+                generators = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]
+                state = self.initial_state(context, lengths, generators)
+            h = state.to(self.device, rec_dtype)
+            previous = h[rows, stat_at].float()
+            for t in range(n_steps):
+                h = self.step(h, context, t)
+                consume(t, self.read_logits(h.to(head_dtype), context, read_at).float())
+                current = h[rows, stat_at].float()
+                step_norm[:, t] = torch.linalg.vector_norm(current - previous, dim=-1)
+                previous = current
+                for key, value in self.step_extras(h, context, stat_at, t).items():
+                    if key not in extras:
+                        if t:
+                            raise ValueError(f"step_extras returned {key!r} from step {t + 1} on only")
+                        extras[key] = torch.full((batch, n_steps), torch.nan, device=self.device)
+                    extras[key][:, t] = value.reshape(batch).float()
+        return step_norm, extras
+
     def label_readout(
         self,
         prompts: Sequence[Sequence[int]],
@@ -322,7 +669,7 @@ class LoopedLMAdapter(abc.ABC):
 
         Returns:
             A :class:`LabelReadout` with arrays ``[batch, depth=n_steps, k_max]`` and
-            ``[batch, depth]``.
+            ``[batch, depth]`` (and ``extras``, ``[batch, depth]`` each).
         """
         import torch
 
@@ -340,8 +687,6 @@ class LoopedLMAdapter(abc.ABC):
         if min(lengths) == 0:
             raise ValueError("every prompt needs at least one token")
         self._check_weights_dtype(arm)
-        rec_dtype = torch_dtype(arm.recurrence_dtype)
-        head_dtype = torch_dtype(arm.head_dtype)
 
         seq = max(lengths)
         k_max = max((len(t) for t in targets), default=0)
@@ -353,33 +698,268 @@ class LoopedLMAdapter(abc.ABC):
             tgt[i, : len(target)] = torch.as_tensor(list(target), dtype=torch.long)
             has_tgt[i, : len(target)] = True
         ids, tgt = ids.to(self.device), tgt.to(self.device)
-        rows = torch.arange(batch, device=self.device)
         last = torch.as_tensor(lengths, device=self.device) - 1
-        generators = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]
-        for dtype in (rec_dtype, head_dtype):  # build missing variants outside inference mode
-            self.module(dtype)
 
         logprob = torch.empty((batch, n_steps, k_max), dtype=torch.float32, device=self.device)
         logsumexp = torch.empty((batch, n_steps), dtype=torch.float32, device=self.device)
-        step_norm = torch.empty((batch, n_steps), dtype=torch.float32, device=self.device)
-        with torch.inference_mode():
-            context = self.embed(ids, rec_dtype)
-            h = self.initial_state(context, lengths, generators).to(self.device, rec_dtype)
-            previous = h[rows, last].float()
-            for t in range(n_steps):
-                h = self.step(h, context, t)
-                logits = self.read_logits(h.to(head_dtype), context, last).float()
-                lse = torch.logsumexp(logits, dim=-1)
-                logsumexp[:, t] = lse
-                logprob[:, t] = logits.gather(1, tgt) - lse[:, None]
-                current = h[rows, last].float()
-                step_norm[:, t] = torch.linalg.vector_norm(current - previous, dim=-1)
-                previous = current
+
+        def consume(t: int, logits: torch.Tensor) -> None:  # logits [batch, vocab]
+            lse = torch.logsumexp(logits, dim=-1)
+            logsumexp[:, t] = lse
+            logprob[:, t] = logits.gather(1, tgt) - lse[:, None]
+
+        step_norm, extras = self._recur(
+            ids, arm, n_steps, read_at=last, stat_at=last, consume=consume,
+            lengths=lengths, seeds=seeds,
+        )
         real = has_tgt.numpy()[:, None, :]
         return LabelReadout(
             logprob=np.where(real, logprob.cpu().numpy(), np.float32(np.nan)),
             logsumexp=logsumexp.cpu().numpy(),
             latent_step_norm=step_norm.cpu().numpy(),
+            extras={k: v.cpu().numpy() for k, v in extras.items()},
+        )
+
+    def text_readout(
+        self,
+        prompts: Sequence[Sequence[int]],
+        continuations: Sequence[Sequence[Sequence[int]]],
+        seeds: Sequence[int],
+        n_steps: int,
+        arm: PrecisionArm,
+        *,
+        shared_prefix: bool = True,
+    ) -> TextReadout:
+        """Answer-text log-likelihoods (`pd:eq:f2`) after every step ``t = 1..n_steps``, one pass.
+
+        Item ``i`` is a prompt ``x`` (``prompts[i]``) and its candidates' continuations
+        ``v_k`` (``continuations[i][k]``, each non-empty, candidate-identity order). For every
+        depth the engine returns ``sum_j log p_t(v_{k,j} | x, v_{k,<j})`` and the first term.
+
+        **Shared prefix** (default): item ``i`` runs as one packed sequence
+        ``[x, v_1, ..., v_K]`` whose position ids restart at ``len(x)`` for every continuation,
+        under a block attention mask (prompt rows causal; continuation ``k`` sees the prompt and
+        itself causally, never another continuation). Causal attention makes the prompt's states
+        independent of what follows, so the recurrence over the prompt runs once for all K
+        candidates, and each continuation's states equal those of ``[x, v_k]`` run alone.
+        ``shared_prefix=False`` runs exactly that: K separate causal sequences per item (the
+        reference the packed run is tested against; K times the prompt work).
+
+        **Initial state.** Item ``i``'s initial state is drawn once, for its packed length
+        ``len(x) + sum_k len(v_k)``, from ``Generator().manual_seed(seeds[i])`` by
+        :meth:`initial_state`: rows in packed order (prompt rows, then the rows of ``v_1``,
+        ..., ``v_K``). The unshared run gives sequence ``[x, v_k]`` the prompt rows and ``v_k``'s
+        rows of that same draw, so both runs start from the same per-position state.
+
+        Readouts are taken at the last prompt token (every continuation's first token) and at
+        each continuation token but its last; log-probabilities, logsumexp and the returned
+        depth statistics are float32. Precision as in :meth:`label_readout`.
+
+        Args:
+            prompts: ``batch`` non-empty token-id sequences (the prefix ``x``).
+            continuations: per item, ``k_i >= 1`` non-empty token-id sequences.
+            seeds: per item, the seed of its initial latent state.
+            n_steps: endpoint depth ``T >= 1``.
+            arm: the precision arm.
+            shared_prefix: pack the continuations behind one prompt (default) or run them apart.
+
+        Returns:
+            A :class:`TextReadout`: ``[batch, depth, k_max]`` log-likelihoods (NaN past an item's
+            continuations), ``[batch, k_max]`` token counts, ``[batch, depth]`` statistics at
+            the last prompt token.
+        """
+        import torch
+
+        batch = len(prompts)
+        if not (len(continuations) == len(seeds) == batch):
+            raise ValueError(
+                f"prompts, continuations and seeds must have one entry per item, got "
+                f"{batch}, {len(continuations)} and {len(seeds)}"
+            )
+        if batch == 0:
+            raise ValueError("text_readout needs at least one prompt")
+        if n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+        if min(len(p) for p in prompts) == 0:
+            raise ValueError("every prompt needs at least one token")
+        if any(len(c) == 0 for c in continuations):
+            raise ValueError("every item needs at least one continuation")
+        if any(len(v) == 0 for c in continuations for v in c):
+            raise ValueError("every continuation needs at least one token")
+        self._check_weights_dtype(arm)
+        packed = _pack(prompts, continuations, self.pad_token_id)
+        dev = self.device
+        k_max = packed.n_tokens.shape[1]
+        first_lp = torch.empty((batch, n_steps, k_max), dtype=torch.float32, device=dev)
+        sum_lp = torch.empty((batch, n_steps, k_max), dtype=torch.float32, device=dev)
+        logsumexp = torch.empty((batch, n_steps), dtype=torch.float32, device=dev)
+
+        if shared_prefix:
+            ids = torch.as_tensor(packed.ids, device=dev)
+            read_at = torch.as_tensor(packed.read_at, device=dev)  # [batch, R]
+            target = torch.as_tensor(packed.target, device=dev)  # [batch, R]
+            owner = torch.as_tensor(packed.owner, device=dev)  # [batch, R], k_max = none
+            first = torch.as_tensor(packed.first_token, device=dev)  # [batch, k_max]
+
+            def consume(t: int, logits: torch.Tensor) -> None:  # [batch, R, vocab]
+                lse = torch.logsumexp(logits, dim=-1)  # [batch, R]
+                lp = logits.gather(2, target[:, :, None])[..., 0] - lse
+                head = logits[:, 0].gather(1, first) - lse[:, :1]  # [batch, k_max]
+                rest = torch.zeros((batch, k_max + 1), dtype=torch.float32, device=dev)
+                rest.scatter_add_(1, owner[:, 1:], lp[:, 1:])
+                first_lp[:, t] = head
+                sum_lp[:, t] = head + rest[:, :k_max]
+                logsumexp[:, t] = lse[:, 0]
+
+            step_norm, extras = self._recur(
+                ids, arm, n_steps, read_at=read_at, stat_at=read_at[:, 0], consume=consume,
+                lengths=packed.lengths.tolist(), seeds=seeds,
+                position_ids=torch.as_tensor(packed.position_ids, device=dev),
+                attention_mask=torch.as_tensor(packed.attention_mask(), device=dev),
+            )
+        else:
+            h0 = self._packed_initial_state(packed, seeds, arm)
+            split = _unshare(packed)
+            rows_of = torch.as_tensor(split.item, device=dev)  # [rows]
+            cand = torch.as_tensor(split.candidate, device=dev)  # [rows]
+            src = torch.as_tensor(split.state_rows, device=dev)  # [rows, seq_u] rows of h0
+            state = h0[rows_of[:, None], src]  # [rows, seq_u, hidden]
+            ids = torch.as_tensor(split.ids, device=dev)
+            read_at = torch.as_tensor(split.read_at, device=dev)
+            target = torch.as_tensor(split.target, device=dev)
+            valid = torch.as_tensor(split.valid, device=dev)
+            lead = torch.as_tensor(split.lead_row, device=dev)  # [batch] row of each item's k=0
+
+            def consume(t: int, logits: torch.Tensor) -> None:
+                lse = torch.logsumexp(logits, dim=-1)
+                lp = logits.gather(2, target[:, :, None])[..., 0] - lse
+                row_sum = torch.where(valid, lp, 0.0).sum(dim=1)  # [rows]
+                first_lp[rows_of, t, cand] = lp[:, 0]
+                sum_lp[rows_of, t, cand] = row_sum
+                logsumexp[:, t] = lse[lead, 0]
+
+            step_norm_u, extras_u = self._recur(
+                ids, arm, n_steps, read_at=read_at, stat_at=read_at[:, 0], consume=consume,
+                state=state,
+            )
+            step_norm = step_norm_u[lead]
+            extras = {k: v[lead] for k, v in extras_u.items()}
+        real = (packed.n_tokens > 0)[:, None, :]
+        nan = np.float32(np.nan)
+        return TextReadout(
+            np.where(real, sum_lp.cpu().numpy(), nan),
+            np.where(real, first_lp.cpu().numpy(), nan),
+            packed.n_tokens,
+            logsumexp.cpu().numpy(),
+            step_norm.cpu().numpy(),
+            extras={k: v.cpu().numpy() for k, v in extras.items()},
+        )
+
+    def _packed_initial_state(self, packed: _Packed, seeds: Sequence[int], arm: PrecisionArm) -> torch.Tensor:
+        """The float32 initial state ``[batch, seq, hidden]`` the packed run starts from."""
+        import torch
+
+        rec_dtype, _ = self._arm_dtypes(arm)
+        dev = self.device
+        with torch.inference_mode():
+            context = self.embed(
+                torch.as_tensor(packed.ids, device=dev), rec_dtype,
+                position_ids=torch.as_tensor(packed.position_ids, device=dev),
+                attention_mask=torch.as_tensor(packed.attention_mask(), device=dev),
+            )
+            generators = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]
+            return self.initial_state(context, packed.lengths.tolist(), generators).float()
+
+    # ------------------------------------------------------------------ self-check
+    PROBE_PROMPT: ClassVar[str] = "Question: Which gas do plants take in from the air?\nAnswer:"
+    PROBE_CONTINUATIONS: ClassVar[tuple[str, ...]] = (" carbon dioxide", " oxygen and water")
+
+    def self_check(self, n_steps: int, *, text: bool = True, atol: float = 1e-3) -> SelfCheckReport:
+        """Check the hooks against the model's own forward on a probe; raise on disagreement.
+
+        On :attr:`PROBE_PROMPT`, in float32 throughout (recurrence and head) from one seeded
+        initial state, at depths ``1`` and ``n_steps``:
+
+        * the label path's log-softmax at the last token (on the model's 16 most likely tokens)
+          and its logsumexp must equal those of :meth:`own_forward_logits`;
+        * with ``text``, the packed answer-text path (:meth:`text_readout`, position ids and
+          block mask) on :attr:`PROBE_CONTINUATIONS` must give each continuation's summed
+          log-likelihood of ``own_forward_logits([prompt, continuation])``.
+
+        Differences must stay within ``atol`` nats. A family whose hooks skip a layer, a norm,
+        a step or mishandle positions or masks fails by orders of magnitude more.
+
+        Returns:
+            The :class:`SelfCheckReport` (also stored as :attr:`self_check_report`).
+
+        Raises:
+            AdapterSelfCheckError: naming the adapter, the model class and the file its code
+                came from.
+        """
+        import torch
+
+        arm = PrecisionArm(
+            name="self-check", recurrence_dtype="float32", head_dtype="float32",
+            weights_dtype=self.weights_dtype,
+        )
+        depths = sorted({1, int(n_steps)})
+        prompt = list(self.tokenizer(self.PROBE_PROMPT)["input_ids"])
+        seed = 20260101
+        dev = self.device
+        worst: dict[str, float] = {}
+
+        def record(what: str, t: int, err: float) -> None:
+            key = f"{what}@{t}"
+            worst[key] = err
+            if not err <= atol:  # NaN fails too
+                raise AdapterSelfCheckError(self._self_check_message(what, t, err, atol))
+
+        ids = torch.tensor([prompt], device=dev)
+        with torch.inference_mode():
+            context = self.embed(ids, torch.float32)
+            h0 = self.initial_state(context, [len(prompt)], [torch.Generator().manual_seed(seed)]).float()
+            own = {t: self.own_forward_logits(ids, t, state=h0.clone())[0, -1].float() for t in depths}
+        top = torch.topk(own[depths[-1]], k=min(16, own[depths[-1]].numel())).indices
+        r = self.label_readout([prompt], [top.tolist()], [seed], depths[-1], arm)
+        for t in depths:
+            ref = torch.log_softmax(own[t], -1)[top].cpu().numpy()
+            err = float(np.max(np.abs(r.logprob[0, t - 1] - ref)))
+            err = max(err, abs(float(r.logsumexp[0, t - 1]) - float(torch.logsumexp(own[t], -1))))
+            record("label readout", t, err)
+
+        if text:
+            conts = [_continuation_ids(self.tokenizer, self.PROBE_PROMPT, c) for c in self.PROBE_CONTINUATIONS]
+            tr = self.text_readout([prompt], [conts], [seed], depths[-1], arm)
+            packed = _pack([prompt], [conts], self.pad_token_id)
+            h0p = self._packed_initial_state(packed, [seed], arm)
+            split = _unshare(packed)
+            for k, cont in enumerate(conts):
+                rows = torch.as_tensor(split.state_rows[k, : len(prompt) + len(cont)], device=dev)
+                seq = torch.tensor([prompt + cont], device=dev)
+                with torch.inference_mode():
+                    for t in depths:
+                        lp = torch.log_softmax(
+                            self.own_forward_logits(seq, t, state=h0p[0, rows][None].clone())[0].float(), -1
+                        )
+                        pos = torch.arange(len(prompt) - 1, len(prompt) + len(cont) - 1, device=dev)
+                        ref = float(lp[pos, torch.tensor(cont, device=dev)].sum())
+                        record(f"packed text readout of continuation {k}", t, abs(float(tr.logprob_sum[0, t - 1, k]) - ref))
+        self.self_check_report = SelfCheckReport(depths=tuple(depths), max_abs_error=worst, atol=atol)
+        return self.self_check_report
+
+    def _self_check_message(self, what: str, t: int, err: float, atol: float) -> str:
+        cls = type(self)
+        model_cls = type(self.model)
+        module = sys.modules.get(model_cls.__module__)
+        try:
+            where = inspect.getfile(model_cls)
+        except (TypeError, OSError):
+            where = getattr(module, "__file__", None) or model_cls.__module__
+        return (
+            f"adapter self-check failed: the {what} of adapter {getattr(cls, 'name', cls.__name__)!r} "
+            f"({cls.__module__}.{cls.__qualname__}) differs from the model's own forward at depth "
+            f"{t} by {err:.3g} nats (tolerance {atol:g}); the adapter's hooks do not implement "
+            f"model class {model_cls.__name__} loaded from {where} — refusing to collect"
         )
 
 
@@ -431,8 +1011,12 @@ def load_adapter_class(name: str) -> type[LoopedLMAdapter]:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AdapterSelfCheckError",
     "LabelReadout",
     "LoopedLMAdapter",
+    "SelfCheckReport",
+    "TextReadout",
+    "encode_pair",
     "available_adapters",
     "load_adapter_class",
     "torch_dtype",

@@ -68,12 +68,14 @@ VARIABLES: dict[str, ArraySpec] = {
             "score", SCORE_DIMS, "float", "always",
             "The readout every analysis uses: log-probability of the label token (label readout, "
             "pd:eq:f1) or normalised continuation log-likelihood (text readout, pd:eq:f2). NaN "
-            "for candidate >= n_candidates.",
+            "for candidate >= n_candidates and in unused arrangements.",
             units="nats",
         ),
         ArraySpec(
             "arrangement_order", (QUESTION, ARRANGEMENT, POSITION), "int", "always",
-            "Candidate identity displayed at each position; -1 past n_candidates.",
+            "Candidate identity displayed at each position; -1 past n_candidates. A row of -1 "
+            "marks an arrangement the question does not use (fewer candidates than the design "
+            "of the store's largest K); arrangement 0 is always used.",
         ),
         ArraySpec("complete", (QUESTION,), "bool", "always", "True once every value of the question is written."),
         ArraySpec("candidate_text", (QUESTION, CANDIDATE), "str", "always", "Answer text of each candidate; '' past n_candidates."),
@@ -98,6 +100,11 @@ VARIABLES: dict[str, ArraySpec] = {
             "latent_step_norm", DEPTH_STAT_DIMS, "float", "optional",
             "||h_t - h_{t-1}||_2 of the latent state at the answer position (h_0 = initial state).",
         ),
+        ArraySpec(
+            "exit_gate", DEPTH_STAT_DIMS, "float", "optional",
+            "The model's own per-step exit gate at the answer position (Ouro's lambda_t), as the "
+            "adapter's step_extras returns it; NaN in unused arrangements.",
+        ),
     ]
 }
 
@@ -112,6 +119,7 @@ OPTIONAL: tuple[str, ...] = tuple(n for n, s in VARIABLES.items() if s.need == "
 #: question is known when the store is created).
 DATA_VARIABLES: tuple[str, ...] = (
     "score", "logprob_sum", "logprob_first", "n_tokens", "logsumexp", "latent_step_norm",
+    "exit_gate",
 )
 
 __all__ = [

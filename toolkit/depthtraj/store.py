@@ -12,6 +12,10 @@ A store is a zarr v3 group. :class:`TrajectoryWriter` is the one writer every ad
    the expected ones (never rewriting ids) and lists the chunks still to do.
 4. :meth:`TrajectoryWriter.finalize` consolidates metadata once every question is complete.
 
+:meth:`TrajectoryWriter.create_or_join` creates a local store atomically (the template is
+written to a temporary sibling directory and renamed into place), or joins the store another
+process created first: what several collection shards use to fill one store.
+
 :func:`open_store` opens any conforming store (local path or fsspec URL) as a lazy,
 dask-backed :class:`xarray.Dataset`.
 """
@@ -19,8 +23,12 @@ dask-backed :class:`xarray.Dataset`.
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -315,6 +323,51 @@ class TrajectoryWriter:
         return cls(p, group, attrs)
 
     @classmethod
+    def create_or_join(
+        cls,
+        path,
+        attrs: StoreAttrs,
+        questions: QuestionSet,
+        **create_kwargs: Any,
+    ) -> tuple[TrajectoryWriter, bool]:
+        """Create a local store atomically, or join it if another process created it first.
+
+        The template is written to a temporary sibling directory ``.<name>.tmp-<pid>-<hex>`` and
+        renamed to ``path`` in one step, so concurrent creators never see a half-written store:
+        exactly one rename wins, the others delete their copy and :meth:`resume` the winner's
+        (which checks it is the same collection). ``create_kwargs`` go to :meth:`create`.
+
+        Returns
+        -------
+        (writer, created)
+            ``created`` is true when this call's template became the store.
+
+        Raises
+        ------
+        StoreError
+            when ``path`` is a URL, or the existing store is another collection.
+        """
+        import zarr
+
+        p = Path(str(path))
+        if "://" in str(path):
+            raise StoreError(f"{path}: atomic creation needs a local directory")
+        if not p.exists():
+            tmp = p.parent / f".{p.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                cls.create(tmp, attrs, questions, **create_kwargs)
+                os.rename(tmp, p)
+            except OSError:
+                if not p.exists():
+                    raise
+            else:
+                group = zarr.open_group(store=_zarr_store(str(p)), mode="r+", zarr_format=3)
+                return cls(str(p), group, attrs), True
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return cls.resume(p, questions, attrs), False
+
+    @classmethod
     def resume(
         cls,
         path,
@@ -424,6 +477,13 @@ class TrajectoryWriter:
             zarr.consolidate_metadata(self.group.store, zarr_format=3)
 
 
+def used_arrangements(ds):
+    """``used [question, arrangement]`` (bool :class:`xarray.DataArray`, lazy): whether question
+    ``q`` uses arrangement ``a``, i.e. ``arrangement_order[q, a, 0] >= 0`` (spec §4). Unused
+    arrangements hold NaN scores and depth statistics; average over used ones only."""
+    return ds["arrangement_order"].isel({L.POSITION: 0}) >= 0
+
+
 def _exists(path: str, storage_options=None) -> bool:
     if "://" in path:
         import fsspec
@@ -475,4 +535,5 @@ __all__ = [
     "open_store",
     "question_seed",
     "read_attrs",
+    "used_arrangements",
 ]

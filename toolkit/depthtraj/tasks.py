@@ -14,6 +14,12 @@ question (MMLU), one ``L. text`` line per displayed option, and ``Answer:``; the
 is the option letter after the target delimiter (a space). Displayed letters are positional
 (A, B, C, ...), so arrangements permute texts under fixed letters; the source's own labels
 (e.g. ``1``-``4``) are kept in ``candidate_label`` for provenance.
+
+Answer-text scoring (`pd:eq:f2`) scores each candidate's text as a continuation
+``' ' + text`` (:func:`continuation_text`) of a prompt ending in ``Answer:``: without the options
+block (F2, :func:`render_text_prompt` with ``options=False``, lm-eval's ``arc_challenge`` and
+MMLU-continuation prompts) or with it (F3, ``options=True``: the F1 prompt). F3 is collected
+under the balanced arrangements of :func:`balanced_arrangements`.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 LETTERS = "ABCDEFGHIJ"
 
@@ -224,10 +232,124 @@ def render_label_prompt(q: Question, order: Sequence[int] | None = None) -> str:
     return f"{description}{prefix}{q.stem.strip()}\n{options}\nAnswer:"
 
 
+TEXT_TEMPLATE_ID = "mc-text-v1"
+TEXT_TEMPLATE = "{description}Question: {stem}\nAnswer:"
+"""The F2 template (answer text, no options; lm-eval ``arc_challenge`` and the MMLU
+continuation tasks). ``description`` is ``'The following are questions (with answers) about
+{subject}.\\n\\n'`` for MMLU and empty otherwise. The continuation is ``target_delimiter +
+text`` of each candidate."""
+
+TEXT_OPTIONS_TEMPLATE_ID = "mc-text-options-v1"
+TEXT_OPTIONS_TEMPLATE = LABEL_TEMPLATE
+"""The F3 template (answer text, options displayed): the F1 prompt of :data:`LABEL_TEMPLATE`
+with the options in the arrangement's order; the continuation is ``target_delimiter + text``."""
+
+
+def render_text_prompt(q: Question, order: Sequence[int] | None = None, *, options: bool) -> str:
+    """The answer-text prompt of a question (ends with ``Answer:``, no trailing space).
+
+    ``options=False`` is F2 (:data:`TEXT_TEMPLATE`; ``order`` must be omitted: nothing is
+    displayed); ``options=True`` is F3, the F1 prompt with the options in ``order``
+    (:func:`render_label_prompt`).
+
+    Raises
+    ------
+    ValueError
+        for an ``order`` without ``options``.
+    """
+    if options:
+        return render_label_prompt(q, order)
+    if order is not None:
+        raise ValueError("an arrangement order needs the options block (options=True)")
+    description = ""
+    if q.task == "mmlu":
+        description = f"The following are questions (with answers) about {q.subject.replace('_', ' ')}.\n\n"
+    return f"{description}Question: {q.stem.strip()}\nAnswer:"
+
+
+def continuation_text(q: Question, k: int, delimiter: str = " ") -> str:
+    """The scored continuation of candidate ``k``: ``delimiter + text``; its length in characters
+    is the ``n_chars`` (ℓ_k, leading space included) of `pd:eq:f2`."""
+    return delimiter + q.choices[k]
+
+
+# -- arrangements -----------------------------------------------------------------------------
+#: The four arrangements of K = 4 candidates the paper's F3 collection uses, 1-based as printed
+#: there (``pd:sec:observation``): position p shows candidate ``PAPER_K4[a][p]``.
+PAPER_K4 = ((1, 2, 3, 4), (2, 4, 1, 3), (4, 3, 2, 1), (3, 1, 4, 2))
+
+
+def balanced_arrangements(k: int) -> np.ndarray:
+    """The balanced arrangements of ``k`` candidates: ``[arrangement=k, position=k]`` int8, row
+    ``a`` holding the candidate identity shown at each position, row 0 the identity order.
+
+    Construction (a Williams design, relabelled): the first row is
+    ``w = (0, 1, k-1, 2, k-2, 3, ...)`` and row ``r`` is ``(w + r) mod k``; candidates are then
+    renamed so that row 0 reads ``0, 1, ..., k-1``. The result is a Latin square: across the
+    ``k`` arrangements every candidate is displayed at every position exactly once. For even
+    ``k`` it is also row-complete (every ordered pair of candidates is adjacent exactly once);
+    for odd ``k`` (3, 5, ...) only position balance holds, since no row-complete Latin square of
+    order 3 or 5 exists. For ``k = 4`` the rows are exactly the paper's
+    ``(1,2,3,4), (2,4,1,3), (4,3,2,1), (3,1,4,2)`` (:data:`PAPER_K4`, 1-based).
+
+    Raises
+    ------
+    ValueError
+        for ``k < 2``.
+    """
+    if k < 2:
+        raise ValueError(f"arrangements need at least 2 candidates, got {k}")
+    w = np.empty(k, dtype=np.int64)
+    w[0::2] = (-np.arange((k + 1) // 2)) % k  # 0, k-1, k-2, ...
+    w[1::2] = np.arange(1, k // 2 + 1)  # 1, 2, 3, ...
+    square = (w[None, :] + np.arange(k)[:, None]) % k  # [row, position]
+    rename = np.empty(k, dtype=np.int64)
+    rename[square[0]] = np.arange(k)  # candidate square[0, p] becomes p
+    return rename[square].astype(np.int8)
+
+
+def arrangement_orders(n_candidates: Sequence[int], arrangements: int) -> np.ndarray:
+    """``arrangement_order [question, arrangement, position]`` (int8) for a store.
+
+    ``arrangements=1``: one arrangement, the identity order. ``arrangements=4``: the balanced
+    design of :func:`balanced_arrangements` for each question's own K — K arrangements, so the
+    arrangement dim has ``max(K)`` entries and a question with fewer candidates leaves the
+    trailing ones *unused* (all ``-1``; spec §4, DT-DATA-007). Positions past K are ``-1``.
+
+    Raises
+    ------
+    ValueError
+        for another number of arrangements.
+    """
+    ks = np.asarray(list(n_candidates), dtype=np.int64)
+    kmax = int(ks.max()) if ks.size else 0
+    if arrangements == 1:
+        order = np.full((ks.size, 1, kmax), -1, dtype=np.int8)
+        for i, k in enumerate(ks):
+            order[i, 0, :k] = np.arange(k)
+        return order
+    if arrangements != 4:
+        raise ValueError(f"arrangements must be 1 (identity) or 4 (balanced), got {arrangements}")
+    order = np.full((ks.size, kmax, kmax), -1, dtype=np.int8)
+    designs = {int(k): balanced_arrangements(int(k)) for k in np.unique(ks)}
+    for i, k in enumerate(ks):
+        order[i, :k, :k] = designs[int(k)]
+    return order
+
+
 __all__ = [
     "LABEL_TEMPLATE",
     "LABEL_TEMPLATE_ID",
     "LETTERS",
+    "PAPER_K4",
+    "TEXT_OPTIONS_TEMPLATE",
+    "TEXT_OPTIONS_TEMPLATE_ID",
+    "TEXT_TEMPLATE",
+    "TEXT_TEMPLATE_ID",
+    "arrangement_orders",
+    "balanced_arrangements",
+    "continuation_text",
+    "render_text_prompt",
     "TASKS",
     "Question",
     "TaskError",

@@ -5,6 +5,11 @@ The store is read one question chunk at a time (the chunk size of ``score``): ev
 size, never by the store size. Questions whose ``complete`` is false are skipped by every rule
 but ``DT-DATA-010``; questions whose ``n_candidates`` breaks ``DT-DATA-005`` are skipped by the
 rules that depend on it. Arrays that failed a structure rule (``Context.ok``) are not read.
+
+An arrangement ``a`` is *used* by question ``q`` when ``arrangement_order[q, a, 0] >= 0`` (spec
+§4); values in unused arrangements must be NaN (0 for ``n_tokens``), and the value rules apply
+to used arrangements only. Without a readable ``arrangement_order`` every arrangement counts as
+used.
 """
 
 from __future__ import annotations
@@ -130,7 +135,8 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
             lambda loc: f"{ch.qid(loc)}: label is {int(lab[loc])}; expected -1..{int(K[loc[0]]) - 1}",
         )
 
-    # DT-DATA-007: arrangement_order.
+    # DT-DATA-007: arrangement_order; `used` [q, arrangement] for the rules below.
+    used = None
     if "arrangement_order" in ok and K is not None:
         o = ch.read("arrangement_order").astype(np.int64)  # [q, arrangement, position]
         pos = np.arange(o.shape[2])
@@ -138,13 +144,30 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
         srt = np.sort(np.where(in_k, o, o.shape[2] + 1), axis=-1)
         perm = np.all(np.where(in_k, srt == pos, True), axis=-1)
         pad = np.all(np.where(in_k, True, o == -1), axis=-1)
+        unused_row = np.all(o == -1, axis=-1)
+        used = ~unused_row
+        # used arrangements are 0..A_q-1: arrangement 0 used, none used after an unused one
+        after_gap = np.zeros_like(used)
+        after_gap[:, 1:] = used[:, 1:] & ~np.logical_and.accumulate(used, axis=1)[:, :-1]
+        first_unused = np.zeros_like(used)
+        first_unused[:, 0] = unused_row[:, 0]
+        bad = (~(perm & pad) & ~unused_row) | after_gap | first_unused
         col.cells(
-            "DT-DATA-007", "arrangement_order", ~(perm & pad),
+            "DT-DATA-007", "arrangement_order", bad,
             ch.path("arrangement_order", (L.QUESTION, L.ARRANGEMENT)),
             lambda loc: f"{ch.qid(loc)}: arrangement_order is {o[loc].tolist()}; expected a "
-            f"permutation of 0..{int(K[loc[0]]) - 1} then -1",
+            f"permutation of 0..{int(K[loc[0]]) - 1} then -1"
+            + ("" if not unused_row[loc] else
+               " (an unused arrangement, all -1, may only follow the used ones, never be arrangement 0)"),
         )
         del o, srt, in_k
+    if used is None:
+        used = np.ones((ch.sel.size, ctx.sizes.get(L.ARRANGEMENT, 1)), dtype=bool)
+    used5 = used[:, None, None, :, None]  # score dims
+    used4 = used[:, None, :, None]  # depth-statistic dims
+
+    def amsg(loc, a_axis: int) -> str:
+        return "" if used[loc[0], loc[a_axis]] else f" in unused arrangement {loc[a_axis]}"
 
     # DT-DATA-012: candidate_text, candidate_label.
     for var in ("candidate_text", "candidate_label"):
@@ -159,7 +182,7 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
 
     # DT-DATA-001 / 002 / 003 on score, logprob_sum, logprob_first.
     vals: dict[str, np.ndarray] = {}
-    exb = None if ex is None else ex[:, None, :, None, None]
+    exb = None if ex is None else ex[:, None, :, None, None] & used5
     for var in _SCORE_LIKE:
         if var not in ok:
             continue
@@ -174,8 +197,10 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
             )
             col.cells(
                 "DT-DATA-002", var, ~exb & ~np.isnan(v), ch.path(var),
-                lambda loc, v=v, var=var: f"{ch.qid(loc)}: {var} is {_g(v[loc])} past the "
-                f"candidates ({kmsg(loc, 2)}); expected NaN",
+                lambda loc, v=v, var=var: f"{ch.qid(loc)}: {var} is {_g(v[loc])} "
+                + (f"past the candidates ({kmsg(loc, 2)})" if loc[2] >= K[loc[0]] else
+                   f"in unused arrangement {loc[3]}")
+                + "; expected NaN",
             )
         if var == "score" and kind == "label":
             col.cells(
@@ -189,8 +214,9 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
         lse = ch.read("logsumexp").astype(np.float64)  # [q, depth, arrangement, precision]
         path = ch.path("logsumexp")
         col.cells(
-            "DT-DATA-004", "logsumexp", ~np.isfinite(lse), path,
-            lambda loc: f"{ch.qid(loc)}: logsumexp is {_g(lse[loc])}; expected a finite value",
+            "DT-DATA-004", "logsumexp", np.where(used4, ~np.isfinite(lse), ~np.isnan(lse)), path,
+            lambda loc: f"{ch.qid(loc)}: logsumexp is {_g(lse[loc])}{amsg(loc, 2)}; expected "
+            + ("a finite value" if used[loc[0], loc[2]] else "NaN"),
         )
         if kind == "label" and "score" in vals and exb is not None:
             s = vals["score"]
@@ -209,14 +235,14 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
 
     # DT-DATA-008: text components.
     if kind == "text" and ex is not None:
-        for var, e in (("n_tokens", ex[:, :, None]), ("n_chars", ex)):
+        for var, e in (("n_tokens", ex[:, :, None] & used[:, None, :]), ("n_chars", ex)):
             if var not in ok:
                 continue
             c = ch.read(var).astype(np.int64)
             col.cells(
                 "DT-DATA-008", var, (e & (c < 1)) | (~e & (c != 0)), ch.path(var),
-                lambda loc, c=c, var=var: f"{ch.qid(loc)}: {var} is {int(c[loc])} ({kmsg(loc, 1)}); "
-                f"expected {'>= 1' if loc[1] < K[loc[0]] else '0'}",
+                lambda loc, c=c, var=var, e=e: f"{ch.qid(loc)}: {var} is {int(c[loc])} ({kmsg(loc, 1)}"
+                f"{amsg(loc, 2) if var == 'n_tokens' else ''}); expected {'>= 1' if e[loc] else '0'}",
             )
             vals[var] = c
         ls = vals.get("logprob_sum")
@@ -263,12 +289,17 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
                 f"is {_g(expected[loc])} (normalization {norm!r})",
             )
 
-    # DT-DATA-011: latent_step_norm.
-    if "latent_step_norm" in ok:
-        v = ch.read("latent_step_norm")
+    # DT-DATA-011: latent_step_norm, exit_gate.
+    for var, floor in (("latent_step_norm", 0.0), ("exit_gate", -np.inf)):
+        if var not in ok:
+            continue
+        v = ch.read(var)
+        good = np.isfinite(v) & (v >= floor)
+        want = "finite and >= 0" if floor == 0 else "finite"
         col.cells(
-            "DT-DATA-011", "latent_step_norm", ~np.isfinite(v) | (v < 0), ch.path("latent_step_norm"),
-            lambda loc: f"{ch.qid(loc)}: latent_step_norm is {_g(v[loc])}; expected finite and >= 0",
+            "DT-DATA-011", var, np.where(used4, ~good, ~np.isnan(v)), ch.path(var),
+            lambda loc, v=v, var=var, want=want: f"{ch.qid(loc)}: {var} is {_g(v[loc])}{amsg(loc, 2)}; "
+            f"expected {want if used[loc[0], loc[2]] else 'NaN'}",
         )
 
 

@@ -151,14 +151,14 @@ _RULES: list[Rule] = [
     Rule(
         "DT-DATA-001", "error", "data", "5",
         "`score` (and `logprob_sum`, `logprob_first` when present) MUST be finite where "
-        "candidate < n_candidates.",
+        "candidate < n_candidates in every arrangement the question uses.",
         "rerun the chunk: a real candidate has no score",
     ),
     Rule(
         "DT-DATA-002", "error", "data", "5",
         "`score` (and `logprob_sum`, `logprob_first` when present) MUST be NaN where "
-        "candidate >= n_candidates.",
-        "write NaN for padding candidates past n_candidates",
+        "candidate >= n_candidates and in arrangements the question does not use.",
+        "write NaN for padding candidates past n_candidates and for unused arrangements",
     ),
     Rule(
         "DT-DATA-003", "error", "data", "5",
@@ -167,9 +167,10 @@ _RULES: list[Rule] = [
     ),
     Rule(
         "DT-DATA-004", "error", "data", "5",
-        "`logsumexp`, when present, MUST be finite; for label readouts it MUST bound the "
-        "recovered candidate logits z = score + logsumexp: logsumexp >= LSE_k(z_k) - 1e-4 "
-        "(the candidates' probability mass is at most 1).",
+        "`logsumexp`, when present, MUST be finite in used arrangements and NaN in unused "
+        "ones; for label readouts it MUST bound the recovered candidate logits z = score + "
+        "logsumexp: logsumexp >= LSE_k(z_k) - 1e-4 (the candidates' probability mass is at "
+        "most 1).",
         "store the log-sum-exp of the full-vocabulary logits at the answer position",
     ),
     Rule(
@@ -185,14 +186,16 @@ _RULES: list[Rule] = [
     Rule(
         "DT-DATA-007", "error", "data", "5",
         "Each `arrangement_order[q, a, :]` MUST hold a permutation of 0..K-1 in its first K "
-        "positions and -1 after (K = n_candidates).",
-        "write each arrangement as a permutation of the candidate identities, padded with -1",
+        "positions and -1 after (K = n_candidates), or be all -1 (arrangement unused); the used "
+        "arrangements of a question MUST be 0..A_q-1 with A_q >= 1.",
+        "write each used arrangement as a permutation of the candidate identities, padded with "
+        "-1, and unused trailing arrangements as all -1",
     ),
     Rule(
         "DT-DATA-008", "error", "data", "5",
-        "Text components: `n_tokens` >= 1 and `n_chars` >= 1 where the candidate exists and 0 "
-        "past it; `logprob_sum` <= 0; `logprob_first` <= 0 and >= logprob_sum - 1e-5 "
-        "(tolerance 1e-6 on the bounds at 0).",
+        "Text components: `n_tokens` >= 1 and `n_chars` >= 1 where the candidate exists (and, "
+        "for `n_tokens`, the arrangement is used) and 0 otherwise; `logprob_sum` <= 0; "
+        "`logprob_first` <= 0 and >= logprob_sum - 1e-5 (tolerance 1e-6 on the bounds at 0).",
         "check the continuation scoring: log-likelihoods are sums of non-positive token terms",
     ),
     Rule(
@@ -208,8 +211,10 @@ _RULES: list[Rule] = [
     ),
     Rule(
         "DT-DATA-011", "error", "data", "5",
-        "`latent_step_norm`, when present, MUST be finite and >= 0.",
-        "store the L2 norm of the latent state update",
+        "`latent_step_norm` and `exit_gate`, when present, MUST be finite (`latent_step_norm` "
+        ">= 0) in used arrangements and NaN in unused ones.",
+        "store the L2 norm of the latent state update and the model's exit gate at the answer "
+        "position; NaN where the question does not use the arrangement",
     ),
     Rule(
         "DT-DATA-012", "error", "data", "5",
