@@ -175,3 +175,34 @@ def test_dynamics_and_correctness_tables(capsys, small_store):
         assert hist[0] >= r["n_zero_span"] - 1e-9  # ρ = 0 lies in the first bin
     acc = t["accuracy"]["rows"][0]
     assert acc["correct"] == pytest.approx(acc["A_T"] / 100 * 32)
+
+
+def test_format_comparison_of_two_stores(capsys, small_store, tmp_path):
+    # pd:tab:format: a store against a copy of itself differs by exactly zero, with degenerate
+    # paired intervals, and agrees with itself everywhere; against a store of other scores on
+    # the same questions the differences are the differences of the per-format rows.
+    import shutil
+
+    from depthtraj.testing import synthetic_store
+
+    twin = tmp_path / "twin.zarr"
+    shutil.copytree(small_store, twin)
+    code, out, err = _run(capsys, small_store, str(twin), fmt="json", grids=["quarter"], bootstrap=80)
+    assert code == 0, err
+    (table,) = json.loads(out)["comparisons"]
+    diffs = [r for r in table["rows"] if r["d_epsilon"] is not None]
+    assert len(diffs) == 4  # 2 tasks × 2 arms
+    for r in diffs:
+        assert r["d_epsilon"] == r["d_epsilon_lo"] == r["d_epsilon_hi"] == 0
+        assert r["d_accuracy"] == 0 and r["agreement"] == pytest.approx(100)
+    other = synthetic_store(tmp_path / "other.zarr", 64, endpoint=8, k_mix={3: 1, 4: 1, 5: 1}, arrangements=2,
+                            precision=("bf16", "fp32"), chunk_size=16, seed=9)
+    code, out, err = _run(capsys, small_store, other, fmt="json", grids=["quarter"], bootstrap=80)
+    assert code == 0, err
+    rows = json.loads(out)["comparisons"][0]["rows"]
+    per = {(r["store"], r["task"], r["precision"]): r for r in rows if r.get("epsilon") is not None}
+    for r in (r for r in rows if r.get("d_epsilon") is not None):
+        a, b = per[(small_store, r["task"], r["precision"])], per[(other, r["task"], r["precision"])]
+        assert r["d_epsilon"] == pytest.approx(b["epsilon"] - a["epsilon"], abs=1e-8)
+        assert r["d_epsilon_lo"] <= r["d_epsilon"] <= r["d_epsilon_hi"]
+        assert 0 <= r["agreement"] <= 100

@@ -23,6 +23,7 @@ from .aggregate import cell_labels, ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
 from .geometry import score_of
 from .grid import Grid, parse_grid, resolve_endpoint
+from .compare import format_table, shared_questions
 from .inputs import BY, normalized_score, parse_selections, readout_info, select_questions
 from .tables import (
     PAPER_AREA_TABLES,
@@ -246,30 +247,50 @@ def run_analyze(
                         parsed.append(g)
                 jobs.append((str(path), ds, parsed))
         analyses = []
+        comparisons = []
+        skipped_cmp = []
         with scheduler(scheduler_spec):
             for path, ds, parsed in jobs:
                 analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
                                           by=by, selection=selections)
+            # pd:tab:format: every further store against the first, on their shared questions
+            firsts = {}
+            for path, ds, parsed in jobs:
+                firsts.setdefault(path, (ds, parsed))
+            stores_ = list(firsts.items())
+            for path, (ds, parsed) in stores_[1:]:
+                ref_path, (ref, ref_grids) = stores_[0]
+                if not shared_questions(ref, ds):
+                    skipped_cmp.append(f"format: {path} and {ref_path} share no question id")
+                    continue
+                info = (readout_info(ref), readout_info(ds))
+                comparisons.append(format_table(
+                    ref, ds, names=(ref_path, path), models=(model_name(ref), model_name(ds)),
+                    readouts=tuple(i["label"] for i in info), grid=grids[0],
+                    endpoint=endpoints[0], by=by, draws=bootstrap, seed=seed, level=level,
+                ))
     except (StoreError, ValueError) as exc:
         return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
+    for line in skipped_cmp:
+        print(f"depthtraj: skipped {line}", file=sys.stderr)
     reported = set()
     for an in analyses:
         for name, why in an.skipped.items():
             if (an.store, name, why) not in reported:
                 reported.add((an.store, name, why))
                 print(f"depthtraj: skipped {name} for {an.store}: {why}", file=sys.stderr)
-    document = json_document(analyses, draws=bootstrap, seed=seed, level=level)
+    document = json_document(analyses, draws=bootstrap, seed=seed, level=level, comparisons=comparisons)
     if out is not None:
         try:
-            write_out(Path(out), analyses, document)
+            write_out(Path(out), analyses, document, comparisons)
         except OSError as exc:
             return _error(f"cannot write {out}: {exc.strerror or exc}")
     if fmt == "json":
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "csv":
-        render_csv(analyses, sys.stdout)
+        render_csv(analyses, sys.stdout, comparisons)
     else:
-        render_rich(analyses, sys.stdout)
+        render_rich(analyses, sys.stdout, comparisons)
     sys.stdout.flush()
     return 0

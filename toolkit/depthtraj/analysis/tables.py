@@ -412,7 +412,7 @@ def _fmt(c: Column, row: dict, *, multiline: bool = True) -> str:
     return s
 
 
-def render_rich(analyses: Sequence[Analysis], file: TextIO) -> None:
+def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequence[Table] = ()) -> None:
     """Print every table with rich, split into its column groups (key columns repeated)."""
     from rich.console import Console
     from rich.rule import Rule
@@ -420,12 +420,15 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO) -> None:
 
     probe = Console(file=file)
     console = Console(file=file, width=None if probe.is_terminal else 200, highlight=False)
-    for an in analyses:
-        console.print(Rule(
-            f"{an.store} · {an.model} · T={an.endpoint} · grid {an.grid.name} "
-            f"{{{format_depths(an.grid.depths)}}} · N={an.n_questions} · A={an.arrangements}"
-        ))
-        for table in an.tables.values():
+    sections = [(Rule(
+        f"{an.store} · {an.model} · T={an.endpoint} · grid {an.grid.name} "
+        f"{{{format_depths(an.grid.depths)}}} · N={an.n_questions} · A={an.arrangements}"
+    ), list(an.tables.values())) for an in analyses]
+    if comparisons:
+        sections.append((Rule("comparisons"), list(comparisons)))
+    for rule, tables in sections:
+        console.print(rule)
+        for table in tables:
             if not table.rich:
                 continue
             keys = [c for c in table.columns if c.group == "key" and c.show]
@@ -459,24 +462,27 @@ def table_csv(tables: Iterable[Table]) -> str:
     return buf.getvalue()
 
 
-def _by_name(analyses: Sequence[Analysis]) -> dict[str, list[Table]]:
+def _by_name(analyses: Sequence[Analysis], comparisons: Sequence[Table] = ()) -> dict[str, list[Table]]:
     out: dict[str, list[Table]] = {}
     for an in analyses:
         for name, t in an.tables.items():
             out.setdefault(name, []).append(t)
+    for t in comparisons:
+        out.setdefault(t.name, []).append(t)
     return out
 
 
-def render_csv(analyses: Sequence[Analysis], file: TextIO) -> None:
+def render_csv(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequence[Table] = ()) -> None:
     """Every table kind as a CSV block (all stores and grids), each after a ``# <name>`` line."""
-    for i, (name, tables) in enumerate(_by_name(analyses).items()):
+    for i, (name, tables) in enumerate(_by_name(analyses, comparisons).items()):
         if i:
             file.write("\n")
         file.write(f"# {name}\n")
         file.write(table_csv(tables))
 
 
-def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level: float = 0.95) -> dict:
+def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level: float = 0.95,
+                  comparisons: Sequence[Table] = ()) -> dict:
     """The single JSON document (``"schema": "depthtraj.analysis/2"``, see
     ``spec/analysis-json.md``)."""
     from .. import __version__
@@ -491,15 +497,17 @@ def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level:
         },
         "units": {"%": "percent", "pp": "percentage points", "nats": "natural-log score units"},
         "analyses": [an.to_json() for an in analyses],
+        "comparisons": [t.to_json() for t in comparisons],
     }
 
 
-def write_out(directory: Path, analyses: Sequence[Analysis], document: dict) -> list[Path]:
+def write_out(directory: Path, analyses: Sequence[Analysis], document: dict,
+              comparisons: Sequence[Table] = ()) -> list[Path]:
     """Write ``<table>.csv`` for every table kind and ``analysis.json`` under ``directory``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, tables in _by_name(analyses).items():
+    for name, tables in _by_name(analyses, comparisons).items():
         p = directory / f"{name}.csv"
         p.write_text(table_csv(tables))
         paths.append(p)

@@ -1,0 +1,188 @@
+"""Same-question comparison of two stores (scoring formats): ``pd:tab:format``,
+``pd:eq:format-summaries``.
+
+For a reference store (e.g. label scoring, F1) and another store of the same model holding some of
+the same question ids (e.g. answer-text scoring without options, F2), restricted to the shared
+questions, per cell (task × precision arm):
+
+* per store f: correct endpoints ``Σ_i mean_a 1{y_T = y*}`` of N, endpoint disagreement
+  ``ε_f`` on the grid, and the depth areas W_raw, W_mean, W_q (%, each store against its own
+  endpoint);
+* paired differences other − reference of ε, accuracy A_T and W_q − W_mean (pp), with paired
+  whole-question intervals — both stores' passes use the same Poisson multiplicities because
+  they are keyed by question id;
+* endpoint agreement ``a_lab,txt`` between the two stores' endpoint answers
+  (:func:`~depthtraj.analysis.correctness.endpoint_agreement`), with its interval; arrangement a
+  is paired with arrangement a when both stores display the same orders, otherwise all
+  arrangement pairs are averaged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import layout as L
+from .grid import format_depths, parse_grid, resolve_endpoint
+from .tables import Column, Table, _with_cell
+
+__all__ = ["format_table", "shared_questions"]
+
+
+def shared_questions(first, second) -> list[str]:
+    """Question ids present in both stores, in the first store's order."""
+    other = set(np.asarray(second[L.QUESTION].values).tolist())
+    return [q for q in np.asarray(first[L.QUESTION].values).tolist() if q in other]
+
+
+def _run(ds, grid_spec, endpoint, *, by, draws, seed):
+    from .aggregate import cell_labels
+    from .geometry import score_of
+    from .inputs import BY
+    from .passes import finish_pass, store_pass
+
+    score = score_of(ds)
+    rec = [int(t) for t in score[L.DEPTH].values]
+    T = resolve_endpoint(rec, endpoint)
+    grid = parse_grid(grid_spec, rec, T)
+    groups, codes = cell_labels(score, BY.get(by, by))
+    delayed, meta = store_pass(score, [grid], codes=codes, groups=groups, draws=draws, seed=seed)
+    return finish_pass(delayed.compute(), meta), grid
+
+
+def _geo(res, name):
+    """(point [group, P], boot [draw, group, P]) of a geometry column of grid 0."""
+    from .passes import GEOMETRY_COLUMNS
+
+    G, P, F = len(res.grids), len(res.precision), len(GEOMETRY_COLUMNS)
+    k = GEOMETRY_COLUMNS.index(name)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = (res.sums / res.counts).reshape(-1, P, G, F)[:, :, 0, k]
+        boot = (res.boot_sums / res.boot_counts).reshape(res.sums.shape[0], -1, P, G, F)[:, :, :, 0, k]
+    return point, np.moveaxis(boot, 1, 0)
+
+
+def _dyn(res, name):
+    s, c, bs, bc = res.extra["boot"][name]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return s / c, np.moveaxis(bs / bc, 1, 0)
+
+
+def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str], readouts: tuple[str, str],
+                 grid: str = "quarter", endpoint: int | None = None, by: str = "task", draws: int = 5000,
+                 seed: int = 0, level: float = 0.95) -> Table:
+    """The ``format`` table (``pd:tab:format``) of two store Datasets on their shared questions.
+
+    Returns a :class:`~depthtraj.analysis.tables.Table`: one row per store × cell × arm
+    (``Correct`` of ``N``, ``epsilon``, ``W_raw``, ``W_mean``, ``W_q`` in %), then one
+    ``difference`` row per cell × arm (other − reference, pp, paired intervals) with the endpoint
+    agreement ``agreement`` (%).
+
+    Raises
+    ------
+    ValueError
+        when the stores share no question id or no precision arm, or the grid/endpoint is invalid.
+    """
+    from .aggregate import bootstrap_weights, percentile_interval
+    from .correctness import endpoint_agreement
+    from .inputs import BY
+
+    ids = shared_questions(ref, other)
+    if not ids:
+        raise ValueError(f"{names[0]} and {names[1]} share no question id")
+    a, b = ref.sel({L.QUESTION: ids}), other.sel({L.QUESTION: ids})
+    (ra, ga), (rb, gb) = (_run(a, grid, endpoint, by=by, draws=draws, seed=seed),
+                          _run(b, grid, endpoint, by=by, draws=draws, seed=seed))
+    arms = [(i, j) for i, p in enumerate(ra.precision) for j, q in enumerate(rb.precision) if p == q]
+    if not arms and len(ra.precision) == len(rb.precision) == 1:
+        arms = [(0, 0)]
+    if not arms:
+        raise ValueError(f"{names[0]} and {names[1]} share no precision arm")
+    gmap = [rb.groups.index(g) if g in rb.groups else None for g in ra.groups]
+
+    # arrangement a means the same displayed order in both stores: pair a with a; otherwise
+    # average over all arrangement pairs (e.g. F1 with options against F2 without)
+    same_design = (a.sizes[L.ARRANGEMENT] == b.sizes[L.ARRANGEMENT] and "arrangement_order" in a
+                   and "arrangement_order" in b and a.sizes.get(L.POSITION) == b.sizes.get(L.POSITION)
+                   and np.array_equal(a["arrangement_order"].values, b["arrangement_order"].values))
+    agree = endpoint_agreement(a, b, names=names, pairing="index" if same_design else "all").compute()
+    coord = BY.get(by, by)
+    cells = (np.array([str(v) for v in np.asarray(a[coord].values).tolist()], dtype=object) if coord in a.coords
+             else np.full(len(ids), "all", dtype=object))
+
+    cols = _with_cell([
+        Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
+        Column("readout", "Format", kind="str"), Column("task", "Task", kind="str"),
+        Column("precision", "Precision", kind="str"), Column("T", "T", kind="int"),
+        Column("N", "N", kind="int"),
+    ], by)
+    cols += [
+        Column("correct", "Correct", "questions", digits=2, group="value"),
+        Column("epsilon", "Disagreement %", "%", True, group="value", description="ε_f on the grid (pd:eq:format-summaries)"),
+        Column("W_raw", "Raw %", "%", True, group="value"), Column("W_mean", "Mean %", "%", True, group="value"),
+        Column("W_q", "Quotient %", "%", True, group="value"),
+        Column("d_epsilon", "Δε pp", "pp", True, group="difference", description="ε(other) − ε(reference), paired"),
+        Column("d_accuracy", "ΔA pp", "pp", True, group="difference", description="A_T(other) − A_T(reference), paired"),
+        Column("d_q_minus_mean", "Δ(W_q−W_mean) pp", "pp", True, group="difference"),
+        Column("agreement", "a %", "%", True, group="difference", description="endpoint agreement a_lab,txt"),
+    ]
+    rows: list[dict[str, Any]] = []
+
+    def iv(point, boot):
+        if boot.shape[0] == 0:
+            return point, np.nan, np.nan
+        lo, hi = percentile_interval(boot, level)
+        return point, lo, hi
+
+    def put(row, key, triple, scale=100.0):
+        e, lo, hi = triple
+        row[key] = float(e) * scale
+        row[f"{key}_lo"] = float(lo) * scale if draws else None
+        row[f"{key}_hi"] = float(hi) * scale if draws else None
+
+    stats = {}
+    for tag, res in (("a", ra), ("b", rb)):
+        stats[tag] = {
+            "acc": _dyn(res, "acc_T"), "eps": _dyn(res, "eps"),
+            **{w: _geo(res, w) for w in ("W_raw", "W_mean", "W_q")},
+        }
+    for tag, res, grid_, name, model, readout in (("a", ra, ga, names[0], models[0], readouts[0]),
+                                                  ("b", rb, gb, names[1], models[1], readouts[1])):
+        for gi, cell in enumerate(res.groups):
+            for p, prec in enumerate(res.precision):
+                st = stats[tag]
+                row = {"store": name, "model": model, "readout": readout, by: cell, "precision": prec,
+                       "T": grid_.endpoint, "N": int(res.extra["boot"]["acc_T"][1][gi, p]),
+                       "correct": float(res.extra["boot"]["acc_T"][0][gi, p])}
+                put(row, "epsilon", iv(st["eps"][0][gi, p], st["eps"][1][:, gi, p]))
+                for w in ("W_raw", "W_mean", "W_q"):
+                    put(row, w, iv(st[w][0][gi, p], st[w][1][:, gi, p]))
+                rows.append(row)
+    W = bootstrap_weights(ids, draws, seed) if draws else np.zeros((0, len(ids)))
+    x = agree["agree"].values  # [question, precision-pair]
+    for gi, cell in enumerate(ra.groups):
+        gj = gmap[gi]
+        if gj is None:
+            continue
+        in_cell = cells == cell
+        for k, (i, j) in enumerate(arms):
+            A, B = stats["a"], stats["b"]
+            row = {"store": f"{names[1]} − {names[0]}", "model": models[1], "readout": f"{readouts[1]} − {readouts[0]}",
+                   by: cell, "precision": rb.precision[j], "T": gb.endpoint, "N": int(in_cell.sum())}
+            put(row, "d_epsilon", iv(B["eps"][0][gj, j] - A["eps"][0][gi, i], B["eps"][1][:, gj, j] - A["eps"][1][:, gi, i]))
+            put(row, "d_accuracy", iv(B["acc"][0][gj, j] - A["acc"][0][gi, i], B["acc"][1][:, gj, j] - A["acc"][1][:, gi, i]))
+            dq_b = (B["W_q"][0][gj, j] - B["W_mean"][0][gj, j], B["W_q"][1][:, gj, j] - B["W_mean"][1][:, gj, j])
+            dq_a = (A["W_q"][0][gi, i] - A["W_mean"][0][gi, i], A["W_q"][1][:, gi, i] - A["W_mean"][1][:, gi, i])
+            put(row, "d_q_minus_mean", iv(dq_b[0] - dq_a[0], dq_b[1] - dq_a[1]))
+            col = x[in_cell, min(k, x.shape[1] - 1)]
+            ok = np.isfinite(col)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                point = col[ok].mean() if ok.any() else np.nan
+                boot = (W[:, in_cell][:, ok] @ col[ok]) / W[:, in_cell][:, ok].sum(1) if draws else np.zeros(0)
+            put(row, "agreement", iv(point, boot))
+            rows.append(row)
+    title = (f"Same-question comparison (pd:tab:format): {names[1]} vs {names[0]}, {len(ids)} shared questions, "
+             f"grid {ga.name} {{{format_depths(ga.depths)}}}")
+    return Table("format", title, cols, rows,
+                 groups={"value": "per format", "difference": "paired differences and endpoint agreement"})
