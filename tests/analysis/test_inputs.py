@@ -56,3 +56,27 @@ def test_text_store_tables_and_normalisations(capsys, text_store):
     assert a["readout"].endswith("token") and "text_geometry" in a["tables"] and not a["skipped"]
     row = a["tables"]["text_geometry"]["rows"][0]
     assert row["delta_dp"] == pytest.approx(row["delta_dir"] + row["delta_pair"], abs=1e-8)
+
+
+def test_text_variants_from_several_normalisations(capsys, text_store, tmp_path):
+    from depthtraj.testing import synthetic_store
+
+    label = synthetic_store(tmp_path / "label.zarr", 40, endpoint=8, k_mix={3: 0.3, 4: 0.5, 5: 0.2}, seed=3)
+    code = run_analyze([label, text_store], grids=["quarter", "native"], bootstrap=40, fmt="json",
+                       normalization="sum,token,char")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    readouts = {(a["store"], a["readout"]) for a in doc["analyses"]}
+    assert sorted(r.split()[-1] for s, r in readouts if s == text_store) == ["char", "sum", "token"]
+    assert [r for s, r in readouts if s == label] == ["F1"]  # a label store is analysed as it is
+    tv = next(t for t in doc["comparisons"] if t["name"] == "text_variants")
+    by_readout = {}
+    for r in tv["rows"]:
+        by_readout.setdefault(r["readout"].split()[-1], []).append(r)
+    assert set(by_readout) == {"F1", "sum", "token", "char"}
+    for a in doc["analyses"]:  # ΔW of every row is the depth_area increment of its analysis
+        for r in a["tables"]["depth_area"]["rows"]:
+            row = next(x for x in tv["rows"] if (x["store"], x["readout"], x["task"], x["precision"]) == (a["store"], a["readout"], r["task"], r["precision"]))
+            assert row[f"dW_{a['grid']}"] == pytest.approx(r["delta_tr"])
+    assert any(t["name"] == "format" for t in doc["comparisons"])  # label vs text on shared ids

@@ -23,7 +23,7 @@ from .aggregate import cell_labels, ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
 from .geometry import score_of
 from .grid import Grid, parse_grid, resolve_endpoint
-from .compare import format_table, shared_questions
+from .compare import format_table, shared_questions, text_variants_table
 from .inputs import BY, normalized_score, parse_selections, readout_info, select_questions
 from .tables import (
     PAPER_AREA_TABLES,
@@ -185,6 +185,15 @@ def scheduler(spec: str | None):
         client.close()
 
 
+def _normalizations(spec) -> list[str | None]:
+    """``None`` | ``'token'`` | ``'sum,token,char'`` | a sequence -> the list of normalisations."""
+    if spec is None:
+        return [None]
+    items = [spec] if isinstance(spec, str) else list(spec)
+    out = [x.strip() for item in items for x in str(item).split(",") if x.strip()]
+    return out or [None]
+
+
 def _error(message: str) -> int:
     print(f"depthtraj: error: {message}", file=sys.stderr)
     return USER_ERROR
@@ -198,7 +207,7 @@ def run_analyze(
     bootstrap: int = 5000,
     seed: int = 0,
     level: float = 0.95,
-    normalization: str | None = None,
+    normalization: str | Sequence[str] | None = None,
     select: Sequence[str] = (),
     by: str = "task",
     scheduler_spec: str | None = None,
@@ -231,21 +240,30 @@ def run_analyze(
     endpoints = [None] if endpoint is None else ([endpoint] if isinstance(endpoint, int) else list(endpoint) or [None])
     try:
         selections = parse_selections(select)
-        jobs = []
+        norms = _normalizations(normalization)
+        opened = []
         for path in stores:
             ds = open_store(path)
             if "score" not in ds.data_vars:
                 raise ValueError(f"{path}: the store has no 'score' variable")
-            ds = select_questions(normalized_score(ds, normalization), selections)
-            recorded = [int(t) for t in ds[L.DEPTH].values]
-            for e in endpoints:
-                T = resolve_endpoint(recorded, e)
-                parsed: list[Grid] = []
-                for spec in grids:
-                    g = parse_grid(spec, recorded, T)
-                    if g.name not in {p.name for p in parsed}:
-                        parsed.append(g)
-                jobs.append((str(path), ds, parsed))
+            opened.append((str(path), ds))
+        text = [p for p, ds in opened if readout_info(ds)["kind"] == "text"]
+        if norms != [None] and not text:
+            normalized_score(opened[0][1], norms[0])  # raises the one-line error of a label store
+        jobs = []
+        for path, ds0 in opened:
+            variants = norms if path in text else [None]
+            for norm in variants:
+                ds = select_questions(normalized_score(ds0, norm), selections)
+                recorded = [int(t) for t in ds[L.DEPTH].values]
+                for e in endpoints:
+                    T = resolve_endpoint(recorded, e)
+                    parsed: list[Grid] = []
+                    for spec in grids:
+                        g = parse_grid(spec, recorded, T)
+                        if g.name not in {p.name for p in parsed}:
+                            parsed.append(g)
+                    jobs.append((path, ds, parsed))
         analyses = []
         comparisons = []
         skipped_cmp = []
@@ -272,6 +290,8 @@ def run_analyze(
     except (StoreError, ValueError) as exc:
         return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
+    if len(norms) > 1 and text:
+        comparisons.append(text_variants_table(analyses))
     for line in skipped_cmp:
         print(f"depthtraj: skipped {line}", file=sys.stderr)
     reported = set()

@@ -27,7 +27,7 @@ from .. import layout as L
 from .grid import format_depths, parse_grid, resolve_endpoint
 from .tables import Column, Table, _with_cell
 
-__all__ = ["format_table", "shared_questions"]
+__all__ = ["format_table", "shared_questions", "text_variants_table"]
 
 
 def shared_questions(first, second) -> list[str]:
@@ -186,3 +186,47 @@ def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str],
              f"grid {ga.name} {{{format_depths(ga.depths)}}}")
     return Table("format", title, cols, rows,
                  groups={"value": "per format", "difference": "paired differences and endpoint agreement"})
+
+
+def text_variants_table(analyses) -> Table:
+    """The ``text_variants`` table (``pd:app:tab:text-variants``) assembled from analyses of the
+    same stores under several readouts/normalisations (``--normalization sum,token,char``):
+    one row per store × readout × cell × arm with the correct endpoints, τ (%) and, for every
+    grid, ΔW = W_q − W_raw (pp) with its interval. (Ξ, the common-energy share, joins with the
+    §5 analyses.)"""
+    grids = []
+    for an in analyses:
+        if an.grid.name not in grids:
+            grids.append(an.grid.name)
+    cols = [
+        Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
+        Column("task", "Task", kind="str"), Column("readout", "Score", kind="str"),
+        Column("precision", "Precision", kind="str"), Column("T", "T", kind="int"),
+        Column("correct", "Correct", "questions", digits=2, group="value"),
+        Column("tau", "τ %", "%", True, group="value", description="pd:eq:tau"),
+    ]
+    cols += [Column(f"dW_{g}", f"ΔW {g} pp", "pp", True, group="value", description="W_q − W_raw on this grid")
+             for g in grids]
+    rows: dict[tuple, dict[str, Any]] = {}
+    for an in analyses:
+        cellkey = next((k for k in ("task", "subject", "K") if k in (an.tables["depth_area"].rows[0] if an.tables["depth_area"].rows else {})), "task")
+        for r in an.tables["depth_area"].rows:
+            key = (an.store, an.readout, r[cellkey], r["precision"], an.endpoint)
+            row = rows.setdefault(key, {"store": an.store, "model": an.model, "task": r[cellkey], "readout": an.readout,
+                                        "precision": r["precision"], "T": an.endpoint})
+            row[f"dW_{an.grid.name}"] = r["delta_tr"]
+            row[f"dW_{an.grid.name}_lo"] = r.get("delta_tr_lo")
+            row[f"dW_{an.grid.name}_hi"] = r.get("delta_tr_hi")
+        for name, src in (("accuracy", ("correct",)), ("tau", ("tau",))):
+            t = an.tables.get(name)
+            if t is None:
+                continue
+            for r in t.rows:
+                key = (an.store, an.readout, r[cellkey], r["precision"], an.endpoint)
+                if key in rows:
+                    for k in src:
+                        rows[key][k] = r.get(k)
+                        if f"{k}_lo" in r:
+                            rows[key][f"{k}_lo"], rows[key][f"{k}_hi"] = r[f"{k}_lo"], r[f"{k}_hi"]
+    ordered = sorted(rows.values(), key=lambda r: (str(r["task"]), str(r["store"]), str(r["precision"])))
+    return Table("text_variants", "Scoring variants on the same questions (pd:app:tab:text-variants)", cols, ordered)
