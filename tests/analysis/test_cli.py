@@ -48,7 +48,8 @@ def test_table_and_csv(capsys, small_store):
     blocks = out.split("\n\n")
     assert [b.splitlines()[0] for b in blocks] == [
         "# depth_area", "# levels", "# direction", "# centers", "# gains", "# margin_ladder",
-        "# permutation", "# tau", "# rho", "# accuracy", "# transitions"]
+        "# permutation", "# tau", "# rho", "# accuracy", "# transitions", "# energy_shares", "# energy",
+        "# weighting", "# depth_prediction", "# precision"]
     assert "skipped text_geometry" in err and "F1" in err  # a label store: one line, the reason
     rows = list(csv.DictReader(io.StringIO(blocks[0].split("\n", 1)[1])))
     assert len(rows) == 4 and rows[0]["grid_depths"] == "2,4" and rows[0]["W_q_lo"] == ""
@@ -60,8 +61,9 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
     code, out, _ = _run(capsys, small_store, small_store, fmt="json", out=out_dir, grids=["quarter"], endpoint=6)
     assert code == 0
     assert sorted(p.name for p in out_dir.iterdir()) == [
-        "accuracy.csv", "analysis.json", "centers.csv", "depth_area.csv", "direction.csv", "gains.csv", "levels.csv",
-        "margin_ladder.csv", "permutation.csv", "rho.csv", "tau.csv", "transitions.csv"]
+        "accuracy.csv", "analysis.json", "centers.csv", "depth_area.csv", "depth_prediction.csv", "direction.csv",
+        "energy.csv", "energy_shares.csv", "gains.csv", "levels.csv", "margin_ladder.csv", "permutation.csv",
+        "precision.csv", "rho.csv", "tau.csv", "transitions.csv", "weighting.csv"]
     doc = json.loads((out_dir / "analysis.json").read_text())
     assert doc == json.loads(out)
     assert [a["grid_depths"] for a in doc["analyses"]] == [[1, 3, 4], [1, 3, 4]]  # T=6 quarter
@@ -206,3 +208,35 @@ def test_format_comparison_of_two_stores(capsys, small_store, tmp_path):
         assert r["d_epsilon"] == pytest.approx(b["epsilon"] - a["epsilon"], abs=1e-8)
         assert r["d_epsilon_lo"] <= r["d_epsilon"] <= r["d_epsilon_hi"]
         assert 0 <= r["agreement"] <= 100
+
+
+def test_energy_tables_match_the_lazy_functions(capsys, small_store):
+    # §5 tables from the pass = the lazy energy functions' cell values; shares sum to 100 %;
+    # pd:eq:weight: D_pool - D_eq is the table's weight, draw by draw (so also its point value)
+    from depthtraj.analysis import energy
+    from depthtraj.store import open_store
+
+    code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=50,
+                          early="1:2", late="5:6", step=1)
+    assert code == 0, err
+    t = json.loads(out)["analyses"][0]["tables"]
+    ds = open_store(small_store)
+    want = energy.attenuation(ds, "1:2", "5:6", 1).compute()
+    for r in t["energy"]["rows"]:
+        w = want.sel(task=r["task"], precision=r["precision"])
+        for k in ("D_pool_early", "D_pool_late", "D_eq_early", "D_eq_late", "delta_D_pool"):
+            assert r[k] == pytest.approx(float(w[k]) * 100, abs=1e-9), k
+        assert r["rho_Q"] == pytest.approx(float(w["rho_Q"]), rel=1e-9)
+    for r in t["weighting"]["rows"]:
+        assert r["weight_early"] == pytest.approx(r["D_pool_early"] - r["D_eq_early"], abs=1e-9)
+    shares = energy.energy_shares(ds).compute()
+    for r in t["energy_shares"]["rows"]:
+        total = r["share_Q"] + r["share_E_M"] + r["share_E_kappa"] + r["share_E_cross"]
+        assert total == pytest.approx(100.0, abs=1e-9)
+    assert len(t["energy_shares"]["rows"]) == 2 * 2 * 7  # tasks × arms × adjacent intervals ≤ T
+    assert "share_Q" in shares
+    for r in t["precision"]["rows"]:
+        if r["precision"] == "bf16":
+            assert r["tau_minus_first"] == 0
+    code, out, err = _run(capsys, small_store, early="1:2", late="7:9", step=1)
+    assert code == 2 and "not recorded depths" in err and err.count("\n") == 1

@@ -98,16 +98,20 @@ def analyze(
     scheduler: Annotated[
         Optional[str], typer.Option(help="threads (default) | processes | synchronous | a dask.distributed address.")
     ] = None,
+    early: Annotated[Optional[str], typer.Option(help="§5 attenuation: early window of interval starts, e.g. 4:7.")] = None,
+    late: Annotated[Optional[str], typer.Option(help="§5 attenuation: late window of interval starts, e.g. 24:27.")] = None,
+    step: Annotated[Optional[int], typer.Option(help="§5 attenuation: interval length (default 1 with --early/--late).")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:
-    """The paper's §3–4 analyses (margin ladder, D_j, W_j, increments, gains) of one or more stores."""
+    """The paper's §3–6 analyses (margin ladder, D_j, W_j, increments, gains) of one or more stores."""
     from .analysis.cli import run_analyze
 
     raise typer.Exit(
         run_analyze(
             stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
+            early=early, late=late, step=step,
         )
     )
 

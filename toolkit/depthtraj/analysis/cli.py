@@ -29,6 +29,11 @@ from .tables import (
     PAPER_AREA_TABLES,
     Analysis,
     accuracy_table,
+    depth_prediction_table,
+    energy_shares_table,
+    energy_table,
+    precision_table,
+    weighting_table,
     permutation_table,
     rho_table,
     tau_table,
@@ -75,6 +80,7 @@ def analyze_store(
     level: float = 0.95,
     by: str = "task",
     selection: dict | None = None,
+    windows: tuple | None = None,
 ) -> list[Analysis]:
     """Every §3–4 table of one store Dataset for each grid (all grids share one endpoint).
 
@@ -98,7 +104,9 @@ def analyze_store(
     score = score_of(ds)
     coord = BY.get(by, by)
     groups, codes = cell_labels(score, coord)
-    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=draws, seed=seed)
+    recorded = [int(t) for t in score[L.DEPTH].values]
+    win, win_reason = attenuation_windows(recorded, T, windows)
+    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=draws, seed=seed, windows=win)
     with _progress():
         res = finish_pass(delayed.compute(), meta)
     model = model_name(ds)
@@ -141,6 +149,21 @@ def analyze_store(
                 tables["transitions"] = transitions_table(res, **kw4)
             else:
                 skipped["accuracy"] = skipped["transitions"] = "needs ground-truth labels (label ≥ 0)"
+            if res.extra.get("energy_pairs"):
+                tables["energy_shares"] = energy_shares_table(
+                    res, interpretation="probability" if info["kind"] == "label" else "algebraic", **kw4)
+            else:
+                skipped["energy_shares"] = f"needs two recorded depths ≤ T={T}"
+            if res.extra.get("energy_windows"):
+                tables["energy"] = energy_table(res, **kw4)
+                tables["weighting"] = weighting_table(res, **kw4)
+                tables["depth_prediction"] = depth_prediction_table(res, **kw4)
+            else:
+                skipped["energy"] = skipped["weighting"] = skipped["depth_prediction"] = win_reason
+            if len(res.precision) >= 2 and n_upto >= 2:
+                tables["precision"] = precision_table(res, **kw4)
+            else:
+                skipped["precision"] = "needs two precision arms and two recorded depths ≤ T"
         out.append(Analysis(
             store=store, model=model, endpoint=T, grid=g,
             n_questions=int(score.sizes[L.QUESTION]), arrangements=int(score.sizes[L.ARRANGEMENT]),
@@ -185,6 +208,40 @@ def scheduler(spec: str | None):
         client.close()
 
 
+def attenuation_windows(recorded, T: int, spec=None):
+    """The early and late windows of interval starts for the §5 attenuation analyses
+    (``arxiv:sec:attenuation``): ``spec`` = ``(early, late, step)`` as strings/ints
+    (``'4:7'``, ``'24:27'``, ``4``) or None for the default — step h = max(1, T // 8), early
+    starts h..2h−1, late starts T−2h..T−h−1 (T = 32: 4:7 and 24:27 with step 4, the paper's
+    Huginn windows; for Ouro's 1→2 vs 3→4 pass ``--early 1 --late 3 --step 1``).
+
+    Returns ``((early, late, step), '')`` or ``(None, reason)`` when the default does not fit the
+    store. Raises ValueError for an explicit window that is not recorded (one line).
+    """
+    from .energy import parse_starts, window_intervals
+
+    if spec is not None and any(x is not None for x in spec):
+        early, late, step = spec
+        if early is None or late is None:
+            raise ValueError("--early and --late go together (with --step, default 1)")
+        step = int(step or 1)
+        e, l_ = parse_starts(early), parse_starts(late)
+        window_intervals(e, step, recorded, T)
+        window_intervals(l_, step, recorded, T)
+        return (tuple(e), tuple(l_), step), ""
+    h = max(1, T // 8)
+    e, l_ = list(range(h, 2 * h)), list(range(T - 2 * h, T - h))
+    try:
+        if not e or not l_ or l_[0] <= e[-1]:
+            raise ValueError
+        window_intervals(e, h, recorded, T)
+        window_intervals(l_, h, recorded, T)
+    except ValueError:
+        return None, (f"no default attenuation windows for T={T} on the recorded depths; "
+                      "give --early, --late and --step")
+    return (tuple(e), tuple(l_), h), ""
+
+
 def _normalizations(spec) -> list[str | None]:
     """``None`` | ``'token'`` | ``'sum,token,char'`` | a sequence -> the list of normalisations."""
     if spec is None:
@@ -213,6 +270,9 @@ def run_analyze(
     scheduler_spec: str | None = None,
     fmt: str = "table",
     out: Path | None = None,
+    early: str | None = None,
+    late: str | None = None,
+    step: int | None = None,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
@@ -270,7 +330,7 @@ def run_analyze(
         with scheduler(scheduler_spec):
             for path, ds, parsed in jobs:
                 analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
-                                          by=by, selection=selections)
+                                          by=by, selection=selections, windows=(early, late, step))
             # pd:tab:format: every further store against the first, on their shared questions
             firsts = {}
             for path, ds, parsed in jobs:

@@ -96,12 +96,18 @@ DYNAMICS_BOOT = ("sum_tr", "sum_q", "sum_r", "sum_rho", "n_I", "n_zero_span", "a
 DYNAMICS_SUM = ("n_pairs", "rho_hist", "promoted", "complete_increments", "complete_grid")
 CORRECTNESS_BOOT = ("acc_T", "eps", "acc", "acc_change", "disagree")
 CORRECTNESS_SUM = ("WC", "CW", "WWp", "CC", "WW")
+#: §5 per-question summaries folded into the pass (:mod:`.energy`): the attenuation windows
+#: (bootstrapped) and the adjacent-interval energies (summed: means and signed shares).
+ENERGY_BOOT = ("Q_early", "C_early", "E_early", "E_M_early", "E_kappa_early", "E_cross_early", "q_early", "zero_early",
+               "Q_late", "C_late", "E_late", "E_M_late", "E_kappa_late", "E_cross_late", "q_late", "zero_late",
+               "complete_windows")
+ENERGY_SUM = ("c", "Q", "C", "E", "dlogM", "dkappa", "E_M", "E_kappa", "E_cross", "complete_energy")
 #: Questions per block of per-question summaries inside a chunk (memory bound).
 ROWS = 4096
 
 
 def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, member, union_depths, T,
-           draws, seed, sub, dyn):
+           draws, seed, sub, dyn, eng=None):
     """One question chunk -> (sums, counts, boot_sums, boot_counts, ladder totals, D_j
     histogram, sum-only sums, sum-only counts)."""
     s = np.asarray(block)
@@ -135,6 +141,17 @@ def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, 
                                    endpoint_idx=t_idx, used=used[sl])
             b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [c[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
             s_cols += [d[v].reshape(m, -1) for v in DYNAMICS_SUM] + [c[v].reshape(m, -1) for v in CORRECTNESS_SUM]
+        if eng is not None:
+            from .energy import attenuation_kernel, energy_kernel
+
+            used_e = np.arange(s.shape[3])[None, :] < A_used[sl, None]
+            if eng.get("windows") is not None:
+                w = eng["windows"]
+                at = attenuation_kernel(s[sl], K[sl], upos=w["upos"], ia=w["ia"], ib=w["ib"],
+                                        n_early=w["n_early"], used=used_e)
+                b_cols += [at[v].reshape(m, -1) for v in ENERGY_BOOT]
+            e = energy_kernel(s[sl], K[sl], upos=eng["upos"], ia=eng["ia"], ib=eng["ib"], used=used_e)
+            s_cols += [e[v].reshape(m, -1) for v in ENERGY_SUM]
         r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
                     seed=seed, sub=sub)
         if s_cols:
@@ -205,7 +222,8 @@ def _tree_sum(parts):
 
 
 def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Sequence[str],
-               draws: int = 5000, seed: int = 0, sub: int = 1024, dynamics: bool = True):
+               draws: int = 5000, seed: int = 0, sub: int = 1024, dynamics: bool = True,
+               energy: bool = True, windows: tuple | None = None):
     """The delayed pass over ``score`` (see the module docstring).
 
     Parameters
@@ -225,6 +243,11 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
         :mod:`.correctness`): adjacent increments over every recorded depth ≤ T, promotion sets,
         the permutation reference and ε on the **first** grid, accuracy and transitions at every
         recorded depth < T (needs the ``label`` coordinate; NaN where unknown).
+    energy, windows
+        also fold in the §5 energies (:mod:`.energy`) of the adjacent intervals of recorded
+        depths ≤ T (summed: means and signed shares per interval) and, when ``windows`` =
+        ``((early starts), (late starts), step)`` is given, the per-question attenuation
+        summaries of those two windows (bootstrapped).
 
     Returns
     -------
@@ -264,10 +287,23 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
             inc_idx=[recorded.index(t) for t in upto], grid_idx=[recorded.index(t) for t in grids[0].depths],
             corr_idx=[recorded.index(t) for t in before],
         )
+    eng = None
+    if energy and len(upto) >= 2:
+        from .energy import _positions
+
+        pairs = list(zip(upto[:-1], upto[1:]))
+        upos, ia, ib = _positions(recorded, pairs)
+        eng = {"upos": upos, "ia": ia, "ib": ib, "pairs": pairs, "windows": None}
+        if windows is not None:
+            early, late, step = windows
+            wpairs = [(t, t + step) for t in early] + [(t, t + step) for t in late]
+            wu, wa, wb = _positions(recorded, wpairs)
+            eng["windows"] = {"upos": wu, "ia": wa, "ib": wb, "n_early": len(early), "pairs": wpairs}
     kw = dict(
         n_groups=len(groups), union_idx=np.array([recorded.index(t) for t in union], dtype=np.int64),
         t_idx=recorded.index(T), member=member, union_depths=np.asarray(union, dtype=np.float64),
         T=T, draws=int(draws), seed=int(seed), sub=int(sub), dyn=dyn,
+        eng=None if eng is None else {k: v for k, v in eng.items() if k != "pairs"},
     )
     run = dask.delayed(_chunk, pure=True)
     parts, start = [], 0
@@ -287,7 +323,19 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
         per = {"rho_hist": (RHO_BINS,), "promoted": (G0,)}
         per.update({v: (J,) for v in ("acc", "acc_change", "disagree") + CORRECTNESS_SUM})
         shapes = {v: (P,) + per.get(v, ()) for v in DYNAMICS_BOOT + CORRECTNESS_BOOT + DYNAMICS_SUM + CORRECTNESS_SUM}
+    boot_order = (DYNAMICS_BOOT + CORRECTNESS_BOOT) if dyn is not None else ()
+    sum_order = (DYNAMICS_SUM + CORRECTNESS_SUM) if dyn is not None else ()
+    if eng is not None:
+        n_int = len(eng["pairs"])
+        if eng["windows"] is not None:
+            boot_order += ENERGY_BOOT
+            shapes.update({v: (P,) for v in ENERGY_BOOT})
+        sum_order += tuple(f"int_{v}" for v in ENERGY_SUM)
+        shapes.update({f"int_{v}": (P, n_int) if v != "complete_energy" else (P,) for v in ENERGY_SUM})
     meta = dict(
+        boot_order=boot_order, sum_order=sum_order,
+        energy_pairs=None if eng is None else eng["pairs"],
+        energy_windows=None if eng is None or eng["windows"] is None else (windows, eng["windows"]["pairs"]),
         dyn_shapes=shapes, corr_depths=before, dyn_grid=grids[0],
         groups=list(groups), grids=grids, endpoint=T, ladder_depths=union,
         precision=[str(p) for p in score[L.PRECISION].values.tolist()], draws=int(draws), seed=int(seed),
@@ -307,12 +355,13 @@ def finish_pass(values, meta) -> PassResult:
     P = len(meta["precision"])
     n_geo = P * G * len(GEOMETRY_COLUMNS)
     columns = [(name, g.name, p) for p in meta["precision"] for g in meta["grids"] for name in GEOMETRY_COLUMNS]
-    extra: dict = {"boot": {}, "sum": {}, "corr_depths": meta["corr_depths"], "dyn_grid": meta["dyn_grid"]}
+    extra: dict = {"boot": {}, "sum": {}, "corr_depths": meta["corr_depths"], "dyn_grid": meta["dyn_grid"],
+                   "energy_pairs": meta["energy_pairs"], "energy_windows": meta["energy_windows"]}
     shapes = meta["dyn_shapes"]
     if shapes:
         ng, nd = sums.shape[0], boot_s.shape[1]
         pos = n_geo
-        for v in DYNAMICS_BOOT + CORRECTNESS_BOOT:
+        for v in meta["boot_order"]:
             n = int(np.prod(shapes[v]))
             sl = slice(pos, pos + n)
             pos += n
@@ -321,7 +370,7 @@ def finish_pass(values, meta) -> PassResult:
                 boot_s[:, :, sl].reshape((ng, nd) + shapes[v]), boot_c[:, :, sl].reshape((ng, nd) + shapes[v]),
             )
         pos = 0
-        for v in DYNAMICS_SUM + CORRECTNESS_SUM:
+        for v in meta["sum_order"]:
             n = int(np.prod(shapes[v]))
             sl = slice(pos, pos + n)
             pos += n
@@ -334,31 +383,19 @@ def finish_pass(values, meta) -> PassResult:
     )
 
 
-def pass_statistic(res: PassResult, kind: str, *names: str, level: float = 0.95):
-    """A cell statistic of the §4 summaries with its paired interval.
-
-    ``kind`` is ``'mean'`` (one summary: mean over the cell's questions with a finite value),
-    ``'ratio'`` (``Σ num / Σ den`` over the cell's questions, i.e. the ratio of the two means),
-    ``'diff'`` (difference of two means) or ``'sum'`` (no interval). Returns ``(estimate, lo,
-    hi)`` arrays ``[group, precision, ...]`` (lo/hi NaN without bootstrap or for sums).
-
-    Raises
-    ------
-    KeyError
-        for a summary the pass did not compute.
-    """
+def statistic_draws(res: PassResult, kind: str, *names: str):
+    """``(point [group, precision, ...], draws [draw, group, precision, ...])`` of a cell
+    statistic of the §4–5 summaries (see :func:`pass_statistic`); draws are empty (length 0)
+    without bootstrap or for summaries that were only summed."""
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "sum":
-            if names[0] in res.extra["sum"]:
-                x = res.extra["sum"][names[0]][0]
-            else:
-                x = res.extra["boot"][names[0]][0]
-            return x, np.full_like(x, np.nan), np.full_like(x, np.nan)
+            x = (res.extra["sum"] if names[0] in res.extra["sum"] else res.extra["boot"])[names[0]][0]
+            return x, np.zeros((0,) + x.shape)
         if any(n not in res.extra["boot"] for n in names):  # summed only: no interval
             tot = [res.extra["sum"][n] for n in names]
             point = {"mean": lambda: tot[0][0] / tot[0][1], "ratio": lambda: tot[0][0] / tot[1][0],
-                     "diff": lambda: tot[0][0] / tot[0][1] - tot[1][0] / tot[1][1]}[kind]()
-            return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
+                     "mean_defined": lambda: np.where(tot[1][0] > 0, np.nan, tot[0][0] / tot[0][1])}[kind]()
+            return point, np.zeros((0,) + point.shape)
         parts = [res.extra["boot"][n] for n in names]
         if kind == "mean":
             s, c, bs, bc = parts[0]
@@ -366,17 +403,48 @@ def pass_statistic(res: PassResult, kind: str, *names: str, level: float = 0.95)
         elif kind == "ratio":
             (s1, _, bs1, _), (s2, _, bs2, _) = parts
             point, boot = s1 / s2, bs1 / bs2
-        elif kind == "diff":
-            (s1, c1, bs1, bc1), (s2, c2, bs2, bc2) = parts
-            point, boot = s1 / c1 - s2 / c2, bs1 / bc1 - bs2 / bc2
+        elif kind == "mean_defined":  # a mean that is undefined once a guard question is drawn
+            (s1, c1, bs1, bc1), (g, _, bg, _) = parts
+            point = np.where(g > 0, np.nan, s1 / c1)
+            boot = np.where(bg > 0, np.nan, bs1 / bc1)
         else:
             raise ValueError(f"unknown statistic kind {kind!r}")
-    return _interval(point, np.moveaxis(boot, 1, 0), level)
+    return point, np.moveaxis(boot, 1, 0)
+
+
+def pass_statistic(res: PassResult, kind: str, *names: str, level: float = 0.95):
+    """A cell statistic of the §4–5 summaries with its paired interval.
+
+    ``kind`` is ``'mean'`` (one summary: mean over the cell's questions with a finite value),
+    ``'ratio'`` (``Σ num / Σ den`` over the cell's questions, i.e. the ratio of the two means),
+    ``'mean_defined'`` (the mean of ``names[0]``, undefined — NaN — when a question with
+    ``names[1]`` > 0 is in the cell or, per draw, drawn), ``'diff'`` (difference of two means)
+    or ``'sum'`` (no interval). Returns ``(estimate, lo, hi)`` arrays ``[group, precision,
+    ...]`` (lo/hi NaN without bootstrap or for sums).
+
+    Raises
+    ------
+    KeyError
+        for a summary the pass did not compute.
+    """
+    if kind == "diff":
+        (p1, b1), (p2, b2) = statistic_draws(res, "mean", names[0]), statistic_draws(res, "mean", names[1])
+        return _interval(p1 - p2, b1 - b2 if len(b1) and len(b2) else np.zeros((0,) + p1.shape), level)
+    point, boot = statistic_draws(res, kind, *names)
+    return _interval(point, boot, level)
+
+
+def combine(a, b, op, level: float = 0.95):
+    """``op`` of two :func:`statistic_draws` results, draw by draw (paired), as (estimate, lo, hi)."""
+    (p1, b1), (p2, b2) = a, b
+    boot = op(b1, b2) if len(b1) and len(b2) else np.zeros((0,) + np.shape(p1))
+    return _interval(op(p1, p2), boot, level)
 
 
 def _interval(point, boot, level):
     from .aggregate import percentile_interval
 
+    point = np.asarray(point, dtype=np.float64)
     if boot.shape[0] == 0:
         return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
     lo, hi = percentile_interval(boot, level)

@@ -48,6 +48,11 @@ __all__ = [
     "json_document",
     "margin_ladder_table",
     "accuracy_table",
+    "depth_prediction_table",
+    "energy_shares_table",
+    "energy_table",
+    "precision_table",
+    "weighting_table",
     "paper_area_table",
     "permutation_table",
     "rho_table",
@@ -648,3 +653,155 @@ def rho_table(res, *, store: str, model: str, readout: str = "F1", by: str = "ta
                 rows.append({"store": store, "model": model, "readout": readout, by: str(cell), "precision": str(prec),
                              "T": res.endpoint, "rho_lo": f"{RHO_EDGES[k]:.2f}", "count": float(hist[gi, p, k])})
     return Table("rho", "Distribution of ρ = q/r over adjacent updates (pd:eq:tau)", cols, rows, rich=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# §5–6 tables: energies, attenuation and weighting, shares, precision arms
+# ----------------------------------------------------------------------------------------------
+def _triple_rows(res, stats: dict, *, store, model, readout, by, scale: dict, extra=None):
+    """Rows cell × arm from ``stats`` = {key: (estimate, lo, hi)} arrays ``[group, precision]``."""
+    rows = []
+    for gi, cell in enumerate(res.groups):
+        for p, prec in enumerate(res.precision):
+            row: dict[str, Any] = {"store": store, "model": model, "readout": readout, by: str(cell),
+                                   "precision": str(prec), "T": res.endpoint}
+            if extra:
+                row.update(extra)
+            for k, (est, lo, hi) in stats.items():
+                f = scale.get(k, 1.0)
+                row[k] = float(est[gi, p]) * f
+                row[f"{k}_lo"] = float(lo[gi, p]) * f if res.draws else None
+                row[f"{k}_hi"] = float(hi[gi, p]) * f if res.draws else None
+            rows.append(row)
+    return rows
+
+
+def _windows_text(res) -> str:
+    (early, late, step), _ = res.extra["energy_windows"]
+    return f"early starts {format_depths(early)}, late starts {format_depths(late)}, step {step}"
+
+
+def _attenuation_stats(res):
+    """Draws of the attenuation statistics (``pd:eq:relative-attenuation``,
+    ``pd:eq:attenuation-ratios``, ``pd:eq:weight``)."""
+    from .passes import combine, statistic_draws as sd
+
+    out, draws = {}, {}
+    for w in ("early", "late"):
+        draws[f"D_pool_{w}"] = sd(res, "ratio", f"Q_{w}", f"E_{w}")
+        draws[f"D_eq_{w}"] = sd(res, "mean_defined", f"q_{w}", f"zero_{w}")
+        draws[f"E_M_err_{w}"] = sd(res, "ratio", f"E_kappa_{w}", f"C_{w}")
+        for x in ("Q", "C", "E"):
+            draws[f"{x}_{w}"] = sd(res, "mean", f"{x}_{w}")
+        out[f"weight_{w}"] = combine(draws[f"D_pool_{w}"], draws[f"D_eq_{w}"], np.subtract)
+    for name in ("D_pool", "D_eq", "E_M_err"):
+        out[f"delta_{name}"] = combine(draws[f"{name}_late"], draws[f"{name}_early"], lambda a, b: a - b)
+    out["rho_Q"] = combine(draws["Q_late"], draws["Q_early"], np.divide)
+    out["rho_C"] = combine(draws["C_late"], draws["C_early"], np.divide)
+    from .passes import _interval
+
+    for k, v in draws.items():
+        out[k] = _interval(v[0], v[1], 0.95)
+    return out
+
+
+def energy_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
+    """Early vs late energies and attenuation (``pd:tab:energy``): mean Q and C per window
+    (nats²), D_pool and D_eq per window and their late − early changes (pp), ρ_Q and ρ_C."""
+    st = _attenuation_stats(res)
+    cols = _key_cols(by)
+    for k, head, unit in (("Q_early", "Q early", "nats²"), ("Q_late", "Q late", "nats²"),
+                          ("C_early", "C early", "nats²"), ("C_late", "C late", "nats²"),
+                          ("rho_Q", "ρ_Q", ""), ("rho_C", "ρ_C", "")):
+        cols.append(Column(k, head, unit, True, group="energy", digits=4))
+    for k, head in (("D_pool_early", "D_pool early %"), ("D_pool_late", "D_pool late %"),
+                    ("delta_D_pool", "ΔD_pool pp"), ("D_eq_early", "D_eq early %"),
+                    ("D_eq_late", "D_eq late %"), ("delta_D_eq", "ΔD_eq pp")):
+        cols.append(Column(k, head, "pp" if k.startswith("delta") else "%", True, group="attenuation"))
+    keys = [c.key for c in cols if c.group != "key"]
+    rows = _triple_rows(res, {k: st[k] for k in keys}, store=store, model=model, readout=readout, by=by,
+                        scale={k: 100.0 for k in keys if k.startswith(("D_", "delta_"))})
+    return Table("energy", f"Energy attenuation (pd:tab:energy, pd:eq:relative-attenuation), {_windows_text(res)}",
+                 cols, rows, groups={"energy": "window energies (nats², pd:eq:energies)",
+                                     "attenuation": "contrast shares D_pool = ΣQ/ΣE, D_eq = mean Q/E"})
+
+
+def weighting_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
+    """Pooled vs equal-question contrast shares and the covariance correction D_pool − D_eq
+    (``pd:app:tab:weighting``, ``pd:eq:weight``), % / pp, paired intervals."""
+    st = _attenuation_stats(res)
+    cols = _key_cols(by)
+    spec = (("D_pool_early", "D_pool early %"), ("D_eq_early", "D_eq early %"), ("weight_early", "D_pool−D_eq early pp"),
+            ("D_pool_late", "D_pool late %"), ("D_eq_late", "D_eq late %"), ("weight_late", "D_pool−D_eq late pp"),
+            ("delta_D_pool", "ΔD_pool pp"), ("delta_D_eq", "ΔD_eq pp"))
+    for k, head in spec:
+        cols.append(Column(k, head, "pp" if "pp" in head else "%", True, group="value"))
+    rows = _triple_rows(res, {k: st[k] for k, _ in spec}, store=store, model=model, readout=readout, by=by,
+                        scale={k: 100.0 for k, _ in spec})
+    return Table("weighting", f"Question weighting (pd:app:tab:weighting, pd:eq:weight), {_windows_text(res)}", cols, rows)
+
+
+def depth_prediction_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
+    """Late − early change of the pooled contrast share and of the mass-only error
+    ℰ_M = ΣE_κ/ΣC (``pd:app:tab:depth-prediction``), pp with paired intervals."""
+    st = _attenuation_stats(res)
+    cols = _key_cols(by)
+    spec = (("delta_D_pool", "ΔD_pool pp"), ("E_M_err_early", "ℰ_M early %"), ("E_M_err_late", "ℰ_M late %"),
+            ("delta_E_M_err", "Δℰ_M pp"))
+    for k, head in spec:
+        cols.append(Column(k, head, "pp" if "pp" in head else "%", True, group="value"))
+    rows = _triple_rows(res, {k: st[k] for k, _ in spec}, store=store, model=model, readout=readout, by=by,
+                        scale={k: 100.0 for k, _ in spec})
+    return Table("depth_prediction", f"Early–late prediction (pd:app:tab:depth-prediction), {_windows_text(res)}", cols, rows)
+
+
+def energy_shares_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task",
+                        interpretation: str = "probability") -> Table:
+    """Mean energies and signed shares Σ_i X / Σ_i E of Q, E_M, E_κ, E_× per adjacent interval
+    (``pd:eq:signed-components``, ``pd:fig:mass``); the shares sum to one. ``interpretation``:
+    ``probability`` for label stores (M is the candidate-set mass), ``algebraic`` otherwise."""
+    pairs = res.extra["energy_pairs"]
+    cols = _key_cols(by, Column("interval", "r→t", kind="str"))
+    for x in ("Q", "E_M", "E_kappa", "E_cross", "E"):
+        cols.append(Column(f"mean_{x}", f"mean {x}", "nats²", digits=5, group="value"))
+    for x in ("Q", "E_M", "E_kappa", "E_cross"):
+        cols.append(Column(f"share_{x}", f"share {x} %", "%", group="share"))
+    tot = {x: res.extra["sum"][f"int_{x}"] for x in ("Q", "E_M", "E_kappa", "E_cross", "E")}
+    rows = []
+    for gi, cell in enumerate(res.groups):
+        for p, prec in enumerate(res.precision):
+            for k, (r, t) in enumerate(pairs):
+                row: dict[str, Any] = {"store": store, "model": model, "readout": readout, by: str(cell),
+                                       "precision": str(prec), "T": res.endpoint, "interval": f"{r}→{t}"}
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    for x, (sm, ct) in tot.items():
+                        row[f"mean_{x}"] = float(sm[gi, p, k] / ct[gi, p, k])
+                    for x in ("Q", "E_M", "E_kappa", "E_cross"):
+                        row[f"share_{x}"] = float(tot[x][0][gi, p, k] / tot["E"][0][gi, p, k] * 100.0)
+                rows.append(row)
+    note = "probability (label store)" if interpretation == "probability" else "algebraic LSE factorisation (not a label store)"
+    return Table("energy_shares", f"Energies per adjacent interval and their signed shares (pd:fig:mass); {note}",
+                 cols, rows, groups={"value": "mean energies (nats²)", "share": "signed shares Σ X / Σ E"})
+
+
+def precision_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
+    """τ per precision arm and its paired difference from the first arm (pp), exact zero-span
+    increments and pairs per arm (``pd:app:tab:precision``, ``pd:app:extended-precision``)."""
+    from .passes import _interval, statistic_draws as sd
+
+    pt, bt = sd(res, "ratio", "sum_tr", "sum_r")  # [group, P], [draw, group, P]
+    ref = (pt[:, :1], bt[:, :, :1] if len(bt) else bt)
+    diff = _interval(pt - ref[0], (bt - ref[1]) if len(bt) else bt, 0.95)
+    stats = {"tau": _interval(pt, bt, 0.95), "tau_minus_first": diff,
+             "n_zero_span": _interval(*sd(res, "sum", "n_zero_span"), 0.95), "n_I": _interval(*sd(res, "sum", "n_I"), 0.95)}
+    cols = _key_cols(by)
+    cols += [Column("tau", "τ %", "%", True, group="value"),
+             Column("tau_minus_first", f"τ − τ[{res.precision[0]}] pp", "pp", True, group="value"),
+             Column("n_zero_span", "q=0<r", "pairs", digits=1, group="value"),
+             Column("n_I", "|𝓘|", "pairs", digits=1, group="value")]
+    rows = _triple_rows(res, stats, store=store, model=model, readout=readout, by=by,
+                        scale={"tau": 100.0, "tau_minus_first": 100.0})
+    for r in rows:
+        for k in ("n_zero_span", "n_I"):
+            r.pop(f"{k}_lo", None), r.pop(f"{k}_hi", None)
+    return Table("precision", "Precision arms: removable share τ and exact zero-span increments (pd:app:tab:precision)", cols, rows)
