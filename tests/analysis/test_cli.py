@@ -62,8 +62,11 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
     assert code == 0
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "accuracy.csv", "analysis.json", "centers.csv", "depth_area.csv", "depth_prediction.csv", "direction.csv",
-        "energy.csv", "energy_shares.csv", "gains.csv", "levels.csv", "margin_ladder.csv", "permutation.csv",
-        "precision.csv", "rho.csv", "tau.csv", "transitions.csv", "weighting.csv"]
+        "energy.csv", "energy_shares.csv", "energy_shares.png", "gains.csv", "gains.png", "levels.csv",
+        "margin_ladder.csv", "permutation.csv", "precision.csv", "precision.png", "rho.csv", "tau.csv",
+        "transitions.csv", "weighting.csv"]
+    for png in out_dir.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     doc = json.loads((out_dir / "analysis.json").read_text())
     assert doc == json.loads(out)
     assert [a["grid_depths"] for a in doc["analyses"]] == [[1, 3, 4], [1, 3, 4]]  # T=6 quarter

@@ -364,6 +364,9 @@ def run_analyze(
     if out is not None:
         try:
             write_out(Path(out), analyses, document, comparisons)
+            from .figures import write_figures
+
+            write_figures(Path(out), document)
         except OSError as exc:
             return _error(f"cannot write {out}: {exc.strerror or exc}")
     if fmt == "json":
