@@ -49,7 +49,7 @@ def test_table_and_csv(capsys, small_store):
     assert [b.splitlines()[0] for b in blocks] == [
         "# depth_area", "# levels", "# direction", "# centers", "# gains", "# margin_ladder",
         "# permutation", "# tau", "# rho", "# accuracy", "# transitions", "# energy_shares", "# energy",
-        "# weighting", "# depth_prediction", "# precision"]
+        "# weighting", "# depth_prediction", "# marginal", "# precision"]
     assert "skipped text_geometry" in err and "F1" in err  # a label store: one line, the reason
     rows = list(csv.DictReader(io.StringIO(blocks[0].split("\n", 1)[1])))
     assert len(rows) == 4 and rows[0]["grid_depths"] == "2,4" and rows[0]["W_q_lo"] == ""
@@ -63,7 +63,7 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "accuracy.csv", "analysis.json", "centers.csv", "depth_area.csv", "depth_prediction.csv", "direction.csv",
         "energy.csv", "energy_shares.csv", "energy_shares.png", "gains.csv", "gains.png", "levels.csv",
-        "margin_ladder.csv", "permutation.csv", "precision.csv", "precision.png", "rho.csv", "tau.csv",
+        "margin_ladder.csv", "marginal.csv", "permutation.csv", "precision.csv", "precision.png", "rho.csv", "tau.csv",
         "transitions.csv", "weighting.csv"]
     for png in out_dir.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
@@ -149,7 +149,8 @@ def test_schedulers_give_the_same_document(capsys, small_store):
     docs = []
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
         for spec in ("threads", "processes", cluster.scheduler_address):
-            code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=40, scheduler_spec=spec)
+            code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=40, scheduler_spec=spec,
+                                  permutations=0)
             assert code == 0, err
             docs.append(json.loads(out)["analyses"])
     assert docs[0] == docs[1] == docs[2]
@@ -243,3 +244,23 @@ def test_energy_tables_match_the_lazy_functions(capsys, small_store):
             assert r["tau_minus_first"] == 0
     code, out, err = _run(capsys, small_store, early="1:2", late="7:9", step=1)
     assert code == 2 and "not recorded depths" in err and err.count("\n") == 1
+
+
+def test_marginal_table_matches_the_lazy_function(capsys, small_store):
+    # pd:app:tab:marginal: the pass's Ξ_obs equals marginal_covariance's; the permutation
+    # estimate agrees with the exact reference within a few Monte-Carlo errors
+    from depthtraj.analysis.marginal import marginal_covariance
+    from depthtraj.store import open_store
+
+    code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=50, permutations=400)
+    assert code == 0, err
+    rows = json.loads(out)["analyses"][0]["tables"]["marginal"]["rows"]
+    want = marginal_covariance(open_store(small_store), None, 8, n_perm=0).compute()
+    for r in rows:
+        if r["window"] == "all":
+            w = want.sel(task=r["task"], precision=r["precision"])
+            assert r["xi_obs"] == pytest.approx(float(w["xi_obs"]) * 100, abs=1e-9)
+            assert r["xi_marg"] == pytest.approx(float(w["xi_marg"]) * 100, abs=1e-9)
+        assert r["xi_obs_lo"] <= r["xi_obs"] <= r["xi_obs_hi"]
+        assert abs(r["xi_perm"] - r["xi_marg"]) <= 5 * r["xi_perm_se"] + 1e-9
+    assert {r["window"] for r in rows} == {"all", "4:8"}

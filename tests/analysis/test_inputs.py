@@ -53,7 +53,8 @@ def test_text_store_tables_and_normalisations(capsys, text_store):
     out, err = capsys.readouterr()
     assert code == 0, err
     a = json.loads(out)["analyses"][0]
-    assert a["readout"].endswith("token") and "text_geometry" in a["tables"] and not a["skipped"]
+    assert a["readout"].endswith("token") and "text_geometry" in a["tables"]
+    assert set(a["skipped"]) == {"precision"}  # one arm: the only table a one-arm text store lacks
     row = a["tables"]["text_geometry"]["rows"][0]
     assert row["delta_dp"] == pytest.approx(row["delta_dir"] + row["delta_pair"], abs=1e-8)
 

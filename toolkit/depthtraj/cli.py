@@ -101,6 +101,9 @@ def analyze(
     early: Annotated[Optional[str], typer.Option(help="§5 attenuation: early window of interval starts, e.g. 4:7.")] = None,
     late: Annotated[Optional[str], typer.Option(help="§5 attenuation: late window of interval starts, e.g. 24:27.")] = None,
     step: Annotated[Optional[int], typer.Option(help="§5 attenuation: interval length (default 1 with --early/--late).")] = None,
+    permutations: Annotated[
+        int, typer.Option(help="Ξ: finite-permutation check of the exact marginal reference (draws; 0: off).")
+    ] = 1000,
     format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:
@@ -111,7 +114,7 @@ def analyze(
         run_analyze(
             stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
-            early=early, late=late, step=step,
+            early=early, late=late, step=step, permutations=permutations,
         )
     )
 

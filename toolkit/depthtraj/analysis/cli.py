@@ -32,6 +32,7 @@ from .tables import (
     depth_prediction_table,
     energy_shares_table,
     energy_table,
+    marginal_table,
     precision_table,
     weighting_table,
     permutation_table,
@@ -81,6 +82,7 @@ def analyze_store(
     by: str = "task",
     selection: dict | None = None,
     windows: tuple | None = None,
+    permutations: int = 1000,
 ) -> list[Analysis]:
     """Every §3–4 table of one store Dataset for each grid (all grids share one endpoint).
 
@@ -106,7 +108,8 @@ def analyze_store(
     groups, codes = cell_labels(score, coord)
     recorded = [int(t) for t in score[L.DEPTH].values]
     win, win_reason = attenuation_windows(recorded, T, windows)
-    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=draws, seed=seed, windows=win)
+    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=draws, seed=seed, windows=win,
+                               marginal_by=coord)
     with _progress():
         res = finish_pass(delayed.compute(), meta)
     model = model_name(ds)
@@ -160,6 +163,17 @@ def analyze_store(
                 tables["depth_prediction"] = depth_prediction_table(res, **kw4)
             else:
                 skipped["energy"] = skipped["weighting"] = skipped["depth_prediction"] = win_reason
+            if res.extra.get("marginal_windows"):
+                cov = {}
+                if permutations > 0:  # the finite-permutation check of the exact reference
+                    from .marginal import marginal_covariance
+
+                    for win, dest in res.extra["marginal_windows"].items():
+                        c = marginal_covariance(ds, dest, T, by=coord, n_perm=permutations, seed=seed)
+                        cov[win] = (c.rename({coord: by}) if coord != by else c)[["xi_perm", "xi_perm_se"]].compute()
+                tables["marginal"] = marginal_table(res, cov, **kw4)
+            else:
+                skipped["marginal"] = f"needs two recorded depths ≤ T={T}"
             if len(res.precision) >= 2 and n_upto >= 2:
                 tables["precision"] = precision_table(res, **kw4)
             else:
@@ -273,6 +287,7 @@ def run_analyze(
     early: str | None = None,
     late: str | None = None,
     step: int | None = None,
+    permutations: int = 1000,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
@@ -290,6 +305,8 @@ def run_analyze(
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if bootstrap < 0:
         return _error(f"--bootstrap must be ≥ 0, got {bootstrap}")
+    if permutations < 0:
+        return _error(f"--permutations must be ≥ 0, got {permutations}")
     if not 0.0 < level < 1.0:
         return _error(f"--level must lie in (0, 1), got {level}")
     if by not in BY:
@@ -330,7 +347,8 @@ def run_analyze(
         with scheduler(scheduler_spec):
             for path, ds, parsed in jobs:
                 analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
-                                          by=by, selection=selections, windows=(early, late, step))
+                                          by=by, selection=selections, windows=(early, late, step),
+                                          permutations=permutations)
             # pd:tab:format: every further store against the first, on their shared questions
             firsts = {}
             for path, ds, parsed in jobs:

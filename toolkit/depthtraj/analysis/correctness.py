@@ -31,7 +31,8 @@ score somewhere in the chunk.
 Per-question summaries and cells
 --------------------------------
 Everything is produced as per-question summaries (dims (question, precision[, depth])) by one
-NumPy chunk kernel, :func:`correctness_kernel`; the public lazy functions are built on it.
+chunk kernel compiled with numba, :func:`correctness_kernel`; the public lazy functions are
+built on it.
 :data:`CELL_STATISTICS` states how each cell value is formed from those summaries (a mean over
 questions, a ratio of two such means, or a sum), which is what the whole-question bootstrap
 resamples; :func:`cell_values` evaluates that table lazily per cell.
@@ -162,8 +163,29 @@ def _known_label(answer, K) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # the chunk kernel
 # ----------------------------------------------------------------------------------------------
+def _compiled_args(s, K, used=None, answer=None):
+    """Arguments of the compiled kernels (:mod:`.kernels_dynamics`): ``s`` C-contiguous float32
+    or float64 (other dtypes widened to float64), ``K`` int64, ``used`` ``[q, arrangement]`` bool
+    (default: inferred, :func:`_used_arrangements`), ``answer`` int64 (-1 where absent)."""
+    s = np.asarray(s)
+    if s.dtype not in (np.float32, np.float64):
+        s = s.astype(np.float64)
+    s = np.ascontiguousarray(s)
+    K = np.ascontiguousarray(np.asarray(K).astype(np.int64))
+    u = np.ascontiguousarray(_used_arrangements(s, used), dtype=np.bool_)
+    y = np.full(len(K), -1, dtype=np.int64) if answer is None else np.ascontiguousarray(
+        np.asarray(answer).astype(np.int64))
+    return s, K, u, y
+
+
+def _index(idx) -> np.ndarray:
+    """Depth positions as an int64 array (for the compiled kernels)."""
+    return np.asarray(list(idx), dtype=np.int64).reshape(-1)
+
+
 def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=None) -> dict[str, np.ndarray]:
-    """Per-question correctness summaries of one question chunk (pure NumPy).
+    """Per-question correctness summaries of one question chunk (compiled:
+    :func:`~depthtraj.analysis.kernels_dynamics.correctness_pass`).
 
     Parameters
     ----------
@@ -182,40 +204,15 @@ def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=
     dict of float64 arrays (:data:`CORRECTNESS_VARS`), fractions in [0, 1] (``acc_change`` in
     [-1, 1]): per depth ``[q, precision, J]`` ``acc, WC, CW, WWp, CC, WW, acc_change, disagree``;
     per question ``[q, precision]`` ``acc_T``, ``eps`` (NaN for an empty grid) and ``complete``
-    (1.0 or NaN). Each is a mean over the used arrangements; NaN where the (question, arm) is
-    incomplete, and for the label-dependent ones where y* is unknown.
+    (1.0 or NaN). Each is a mean over the used arrangements (each adding 1/A_i); NaN where the
+    (question, arm) is incomplete, and for the label-dependent ones where y* is unknown.
     """
-    s = np.asarray(s)
-    K = np.asarray(K).astype(np.int64)
-    nq, C, P = s.shape[0], s.shape[2], s.shape[4]
-    depth_idx, grid_idx = list(depth_idx), list(grid_idx)
-    J, G = len(depth_idx), len(grid_idx)
-    S = _cand_first(s, depth_idx + grid_idx + [int(endpoint_idx)])  # [C, q, J+G+1, A, P]
-    a, _, ok = _winner(S, _real(K, C))  # [q, J+G+1, A, P]
-    u = _used_arrangements(s, used)
-    w = _arrangement_weights(u)[:, None, :, None]  # [q, 1, A, 1]
-    bad = ~((ok | ~u[:, None, :, None]).all(axis=(1, 2)) & (K >= 2)[:, None])  # [q, P]
-    unknown = bad | ~_known_label(answer, K)[:, None]
-    yt, yg, yT = a[:, :J], a[:, J:J + G], a[:, -1:]
-    ys = np.asarray(answer).astype(np.int64)[:, None, None, None]
-    c_t, c_T, same = yt == ys, yT == ys, yt == yT  # [q, J, A, P]
-    cats = {
-        "WC": ~c_t & c_T, "CW": c_t & ~c_T, "WWp": ~c_t & ~c_T & ~same,
-        "CC": c_t & c_T, "WW": ~c_t & ~c_T & same,
-    }
+    from . import kernels_dynamics as kd
 
-    def per_q(x):  # [q, J, A, P] -> mean over used arrangements, [q, P, J]
-        return np.moveaxis((x * w).sum(axis=2), 1, -1)
-
-    out = {"acc": _nan_where(per_q(c_t), unknown[..., None])}
-    for name, x in cats.items():
-        out[name] = _nan_where(per_q(x), unknown[..., None])
-    out["acc_change"] = _nan_where(per_q(c_T.astype(np.float64) - c_t), unknown[..., None])
-    out["disagree"] = _nan_where(per_q(~same), bad[..., None])
-    out["acc_T"] = _nan_where(((yT == ys) * w).sum(axis=2)[:, 0], unknown)
-    eps = ((yg != yT) * w).sum(axis=(1, 2)) / G if G else np.full((nq, P), np.nan)
-    out["eps"] = _nan_where(eps, bad)
-    out["complete"] = _nan_where(np.ones((nq, P)), bad)
+    s, K, u, y = _compiled_args(s, K, used, answer)
+    D, Q = kd.correctness_pass(s, K, u, y, _index(depth_idx), _index(grid_idx), int(endpoint_idx))
+    out = dict(zip(kd.CORRECTNESS_DEPTH_FIELDS, D))
+    out.update(zip(kd.CORRECTNESS_FIELDS, Q))
     return out
 
 

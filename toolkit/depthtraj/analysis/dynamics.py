@@ -39,12 +39,13 @@ Coordinate-permutation reference (``r3:eq:permutation``, ``pd:app:tab:permutatio
 
 Per-question summaries and cells
 --------------------------------
-Each family has a pure NumPy chunk kernel mapping one question chunk of ``score``
-``[q, depth, candidate, arrangement, precision]`` to per-question arrays ``[q, precision]`` or
-``[q, precision, extra]``: :func:`increments_kernel`, :func:`promotion_kernel`,
-:func:`permutation_kernel`, and :func:`dynamics_kernel` (all three at once); the public lazy
-functions are built on them. All kernels share one call signature ``kernel(s, K, answer, *,
-depth_idx, grid_idx, endpoint_idx, used=None)`` and ignore the indices they do not use.
+Each family has a chunk kernel, compiled with numba (:mod:`.kernels_dynamics`), mapping one
+question chunk of ``score`` ``[q, depth, candidate, arrangement, precision]`` to per-question
+arrays ``[q, precision]`` or ``[q, precision, extra]``: :func:`increments_kernel`,
+:func:`promotion_kernel`, :func:`permutation_kernel`, and :func:`dynamics_kernel` (all three at
+once); the public lazy functions are built on them. All kernels share one call signature
+``kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=None)`` and ignore the indices
+they do not use.
 Arrangements: every arrangement a question uses weighs ``1/A_i`` in its sums and counts (A_i
 used arrangements; spec §4: unused ones hold NaN scores), and per-question means are over the
 question's (depth, used arrangement) entries. ``used [q, arrangement]`` (bool) names them;
@@ -74,18 +75,18 @@ from .. import layout as L
 from .correctness import (
     _answer_of,
     _apply_kernel,
-    _arrangement_weights,
     _cand_first,
+    _compiled_args,
     _depths_of,
     _grid_of,
+    _index,
     _known_label,
-    _nan_where,
     _real,
     _used_arrangements,
     _winner,
     cell_values,
 )
-from .geometry import _ladder_kernel, ladder, score_of
+from .geometry import ladder, score_of
 from .grid import resolve_endpoint
 
 __all__ = [
@@ -200,18 +201,9 @@ def _increment_pairs(s, K, depth_idx):
     return np.where(ok, r, np.nan), np.where(ok, q, np.nan), ok
 
 
-def _rho_bins(q, r):
-    """ρ bin ``⌊100 q/r⌋`` (int64), corrected by comparing k·r with 100·q; r > 0."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        k = np.floor(100.0 * q / r)
-        hq = 100.0 * q
-        k = np.where((k + 1.0) * r <= hq, k + 1.0, k)
-        k = np.where(k * r > hq, k - 1.0, k)
-    return np.clip(k, 0, RHO_BINS - 1).astype(np.int64)
-
-
 def increments_kernel(s, K, answer=None, *, depth_idx, used=None, **_ignored) -> dict[str, np.ndarray]:
-    """Per-question adjacent-increment sums of one question chunk (``pd:eq:tau``; pure NumPy).
+    """Per-question adjacent-increment sums of one question chunk (``pd:eq:tau``; compiled:
+    :func:`~depthtraj.analysis.kernels_dynamics.increments_pass`).
 
     ``s`` is ``[q, depth, candidate, arrangement, precision]`` (nats, NaN padding), ``K`` the
     per-question ``n_candidates``; ``answer`` is unused. ``depth_idx`` are the positions along
@@ -225,43 +217,18 @@ def increments_kernel(s, K, answer=None, *, depth_idx, used=None, **_ignored) ->
     n_zero_span`` (counts), ``sum_r, sum_q, sum_tr`` (nats), ``sum_rho``, ``rho_hist`` (counts),
     ``complete_increments`` (1 or NaN). NaN where the (question, arm) is incomplete.
     """
-    s = np.asarray(s)
-    K = np.asarray(K).astype(np.int64)
-    nq, _, _, A, P = s.shape
-    depth_idx = list(depth_idx)
-    u = _used_arrangements(s, used)
-    unused = ~u[:, None, :, None]  # [q, 1, A, 1]
-    w = np.broadcast_to(_arrangement_weights(u)[:, None, :, None], (nq, max(len(depth_idx) - 1, 1), A, P))
-    out = {}
-    if len(depth_idx) < 2:
-        S = _cand_first(s, depth_idx)
-        M = _real(K, S.shape[0])
-        ok = ((np.isfinite(S) | ~M).all(0) | unused).all(axis=(1, 2)) & (K >= 2)[:, None]
-        for v in INCREMENT_VARS:
-            out[v] = np.zeros((nq, P, RHO_BINS) if v == "rho_hist" else (nq, P))
-    else:
-        r, q, ok_pair = _increment_pairs(s, K, depth_idx)
-        ok = (ok_pair | unused).all(axis=(1, 2)) & (K >= 2)[:, None]  # [q, P]
-        ok_pair = ok_pair & ~unused
-        inI = ok_pair & (r > 0)
+    s, K, u, _ = _compiled_args(s, K, used)
+    return _increments(s, K, u, _index(depth_idx))
 
-        def total(x):  # Σ over pairs and used arrangements, weight 1/A_i -> [q, P]
-            return (np.where(inI, x, 0.0) * w).sum(axis=(1, 2))
 
-        out["n_pairs"] = (ok_pair * w).sum(axis=(1, 2))
-        out["n_I"] = (inI * w).sum(axis=(1, 2))
-        out["n_zero_span"] = ((inI & (q == 0)) * w).sum(axis=(1, 2))
-        out["sum_r"], out["sum_q"] = total(r), total(q)
-        out["sum_tr"] = total(r - q)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out["sum_rho"] = total(q / r)
-        bins = _rho_bins(np.where(inI, q, 0.0), np.where(inI, r, 1.0))  # [q, J-1, A, P]
-        flat = (np.arange(nq)[:, None, None, None] * P + np.arange(P)[None, None, None, :]) * RHO_BINS + bins
-        hist = np.bincount(flat[inI], weights=w[inI], minlength=nq * P * RHO_BINS)
-        out["rho_hist"] = hist.reshape(nq, P, RHO_BINS)
-    out["complete_increments"] = np.ones((nq, P))
-    bad = ~ok
-    return {v: _nan_where(x, bad[..., None] if x.ndim == 3 else bad) for v, x in out.items()}
+def _increments(s, K, u, depth_idx):
+    """:func:`increments_kernel` on prepared arguments (:func:`_compiled_args`)."""
+    from . import kernels_dynamics as kd
+
+    F, hist = kd.increments_pass(s, K, u, depth_idx)
+    out = dict(zip(kd.INCREMENT_FIELDS, F))
+    out["rho_hist"] = hist
+    return {v: out[v] for v in INCREMENT_VARS}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,24 +240,9 @@ def _promotion_rule(unique, L_q, L_raw):
         return unique & (L_q > 0) & ~(L_raw > 0)
 
 
-def _grid_ladder(s, K, grid_idx, endpoint_idx):
-    """The §3 ladder at grid depths: dict var -> ``[q, A, P, G]`` (via geometry's kernel), and
-    ``ok_T`` ``[q, A, P]`` (K ≥ 2 and finite scores at T)."""
-    from .geometry import LADDER_VARS
-
-    s = np.asarray(s)
-    K = np.asarray(K).astype(np.int64)
-    C = s.shape[2]
-    sT = np.moveaxis(s[:, endpoint_idx], 1, -1).astype(np.float64)  # [q, A, P, C]
-    real = np.arange(C)[None, :] < K[:, None]
-    ok_T = (np.isfinite(sT) | ~real[:, None, None, :]).all(-1) & (K >= 2)[:, None, None]
-    st = s[:, list(grid_idx)].transpose(0, 3, 4, 1, 2)  # [q, A, P, G, C]
-    lad = dict(zip(LADDER_VARS, _ladder_kernel(st, sT, K[:, None, None])))
-    return lad, ok_T
-
-
 def promotion_kernel(s, K, answer=None, *, grid_idx, endpoint_idx, used=None, **_ignored) -> dict[str, np.ndarray]:
-    """Per-question promotion-set indicators of one question chunk (``pd:app:eq:promotion-set``).
+    """Per-question promotion-set indicators of one question chunk (``pd:app:eq:promotion-set``;
+    compiled: :func:`~depthtraj.analysis.kernels_dynamics.promotion_pass`).
 
     ``s`` ``[q, depth, candidate, arrangement, precision]`` (nats), ``K`` ``[q]``; ``answer``
     unused; ``grid_idx`` / ``endpoint_idx`` the positions along ``depth`` of 𝒯 and T; ``used``
@@ -302,32 +254,16 @@ def promotion_kernel(s, K, answer=None, *, grid_idx, endpoint_idx, used=None, **
     ``advanced`` ``[q, precision]`` = mean_a 1{∃ t ∈ 𝒯: i ∈ P_t, t < D_raw} (which equals
     mean_a 1{D_q < D_raw}); ``complete_grid`` (1 or NaN). NaN where incomplete at 𝒯 or T.
     """
-    s = np.asarray(s)
-    K = np.asarray(K).astype(np.int64)
-    nq, P = s.shape[0], s.shape[4]
-    G = len(grid_idx)
-    u = _used_arrangements(s, used)
-    w = _arrangement_weights(u)[:, :, None]  # [q, A, 1]
-    if G == 0:
-        S = _cand_first(s, [endpoint_idx])
-        _, _, okw = _winner(S, _real(K, S.shape[0]))
-        ok = (okw | ~u[:, None, :, None]).all(axis=(1, 2)) & (K >= 2)[:, None]
-        out = {"promoted": np.zeros((nq, P, 0)), "advanced": np.zeros((nq, P)), "complete_grid": np.ones((nq, P))}
-        return {v: _nan_where(x, ~ok[..., None] if x.ndim == 3 else ~ok) for v, x in out.items()}
-    lad, ok_T = _grid_ladder(s, K, grid_idx, endpoint_idx)
-    Pt = _promotion_rule(lad["unique"], lad["L_q"], lad["L_raw"])  # [q, A, P, G]
-    with np.errstate(invalid="ignore"):
-        raw = lad["unique"] & (lad["L_raw"] > 0)
-    pos = np.arange(G)
-    draw = np.where(raw.any(-1), raw.argmax(-1), G)  # position of D_raw on 𝒯 ∪ {T}
-    advanced = (Pt & (pos < draw[..., None])).any(-1)  # [q, A, P]
-    ok = ((lad["valid"].all(-1) & ok_T) | ~u[:, :, None]).all(1) & (K >= 2)[:, None]  # [q, P]
-    out = {
-        "promoted": (Pt * w[..., None]).sum(axis=1),  # [q, P, G]
-        "advanced": (advanced * w).sum(axis=1),
-        "complete_grid": np.ones((nq, P)),
-    }
-    return {v: _nan_where(x, ~ok[..., None] if x.ndim == 3 else ~ok) for v, x in out.items()}
+    s, K, u, _ = _compiled_args(s, K, used)
+    return _promotion(s, K, u, _index(grid_idx), int(endpoint_idx))
+
+
+def _promotion(s, K, u, grid_idx, endpoint_idx):
+    """:func:`promotion_kernel` on prepared arguments (:func:`_compiled_args`)."""
+    from . import kernels_dynamics as kd
+
+    promoted, advanced, complete = kd.promotion_pass(s, K, u, grid_idx, endpoint_idx)
+    return {"promoted": promoted, "advanced": advanced, "complete_grid": complete}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -419,13 +355,15 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
 
 def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ignored) -> dict[str, np.ndarray]:
     """Per-question actual vs coordinate-permutation preservation and transition frequencies
-    of one question chunk (``r3:eq:permutation``, ``pd:app:tab:permutation``; pure NumPy).
+    of one question chunk (``r3:eq:permutation``, ``pd:app:tab:permutation``; compiled:
+    :func:`~depthtraj.analysis.kernels_dynamics.permutation_pass`).
 
     ``s`` ``[q, depth, candidate, arrangement, precision]`` (nats), ``K`` and ``answer`` (y*)
     ``[q]``; ``grid_idx`` / ``endpoint_idx`` positions of 𝒯 and T along ``depth``; ``used``
     ``[q, arrangement]`` the arrangements each question uses (default: inferred). All K_i!
-    permutations are enumerated from a precomputed table per K, vectorised over every question
-    of that K, grid depth, arrangement and arm (in batches bounded by ``_PERM_BUDGET``).
+    permutations of every positive-margin pair are enumerated (a nested permutation table,
+    :func:`~depthtraj.analysis.kernels_dynamics.permutation_table`) over a K_i × K_i table of
+    the permuted coordinates.
 
     Returns
     -------
@@ -435,25 +373,17 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
     ``pres_diff``, ``perm_tie_kept``, ``actual_WC/CW/WWp``, ``perm_WC/CW/WWp`` and
     ``excess_* = actual_* - perm_*`` (NaN where y* is unknown). NaN where incomplete.
     """
-    s = np.asarray(s)
-    nq, P = s.shape[0], s.shape[4]
-    G = len(grid_idx)
-    u = _used_arrangements(s, used)
-    pairs = _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, u)
-    bad = ~pairs["complete"]  # [q, P]
-    E = pairs["eligible"]
-    n_elig = E.sum(axis=(1, 2)).astype(np.float64)  # [q, P]
-    n_all = G * u.sum(axis=1)[:, None]
-    out = {"positive": _nan_where(n_elig / n_all if G else np.full((nq, P), np.nan), bad)}
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for n in ("preserved", "p_perm", "perm_tie_kept", *(f"{p}_{c}" for p in ("actual", "perm") for c in _TRANS)):
-            out[n] = _nan_where(np.where(E, pairs[n], 0.0).sum(axis=(1, 2)) / n_elig, bad | (n_elig == 0))
-    unknown = ~_known_label(answer, K)[:, None]
-    for c in _TRANS:
-        for p in ("actual", "perm"):
-            out[f"{p}_{c}"] = _nan_where(out[f"{p}_{c}"], unknown)
-        out[f"excess_{c}"] = out[f"actual_{c}"] - out[f"perm_{c}"]
-    out["pres_diff"] = out["preserved"] - out["p_perm"]
+    s, K, u, y = _compiled_args(s, K, used, answer)
+    return _permutation(s, K, u, y, _index(grid_idx), int(endpoint_idx))
+
+
+def _permutation(s, K, u, y, grid_idx, endpoint_idx):
+    """:func:`permutation_kernel` on prepared arguments (:func:`_compiled_args`)."""
+    from . import kernels_dynamics as kd
+
+    real = np.minimum(K[K >= 2], s.shape[2])
+    perms = kd.permutation_table(max(int(real.max()) if real.size else 1, 1))  # K_max! rows, nested
+    out = dict(zip(kd.PERMUTATION_FIELDS, kd.permutation_pass(s, K, u, y, grid_idx, endpoint_idx, perms)))
     return {v: out[v] for v in PERMUTATION_VARS}
 
 
@@ -461,7 +391,7 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
 # all of §4 at once
 # ----------------------------------------------------------------------------------------------
 def dynamics_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=None) -> dict[str, np.ndarray]:
-    """Every per-question §4 dynamics summary of one question chunk (pure NumPy).
+    """Every per-question §4 dynamics summary of one question chunk (compiled, numba).
 
     The union of :func:`increments_kernel` (over ``depth_idx``), :func:`promotion_kernel` and
     :func:`permutation_kernel` (over ``grid_idx`` and ``endpoint_idx``): ``s``
@@ -470,10 +400,11 @@ def dynamics_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=Non
     :data:`DYNAMICS_VARS`, float64, ``[q, precision]`` or ``[q, precision, extra]``
     (``promoted``: grid depths; ``rho_hist``: :data:`RHO_BINS`).
     """
-    u = _used_arrangements(s, used)
-    out = increments_kernel(s, K, depth_idx=depth_idx, used=u)
-    out.update(promotion_kernel(s, K, grid_idx=grid_idx, endpoint_idx=endpoint_idx, used=u))
-    out.update(permutation_kernel(s, K, answer, grid_idx=grid_idx, endpoint_idx=endpoint_idx, used=u))
+    s, K, u, y = _compiled_args(s, K, used, answer)
+    g = _index(grid_idx)
+    out = _increments(s, K, u, _index(depth_idx))
+    out.update(_promotion(s, K, u, g, int(endpoint_idx)))
+    out.update(_permutation(s, K, u, y, g, int(endpoint_idx)))
     return out
 
 

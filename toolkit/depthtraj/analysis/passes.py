@@ -106,8 +106,8 @@ ENERGY_SUM = ("c", "Q", "C", "E", "dlogM", "dkappa", "E_M", "E_kappa", "E_cross"
 ROWS = 4096
 
 
-def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, member, union_depths, T,
-           draws, seed, sub, dyn, eng=None):
+def _chunk(block, K, A_used, codes, keys, label, mcodes=None, *, n_groups, union_idx, t_idx, member, union_depths, T,
+           draws, seed, sub, dyn, eng=None, mrg=None):
     """One question chunk -> (sums, counts, boot_sums, boot_counts, ladder totals, D_j
     histogram, sum-only sums, sum-only counts)."""
     s = np.asarray(block)
@@ -152,6 +152,22 @@ def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, 
                 b_cols += [at[v].reshape(m, -1) for v in ENERGY_BOOT]
             e = energy_kernel(s[sl], K[sl], upos=eng["upos"], ia=eng["ia"], ib=eng["ib"], used=used_e)
             s_cols += [e[v].reshape(m, -1) for v in ENERGY_SUM]
+        if mrg is not None:
+            from .marginal import marginal_kernel
+
+            used_m = np.arange(s.shape[3])[None, :] < A_used[sl, None]
+            mc = np.asarray(mcodes)[sl]
+            gsum = []
+            for win in ("all", "late"):
+                src, dst = mrg[win]
+                mk = marginal_kernel(s[sl], K[sl], src_idx=src, dst_idx=dst, used=used_m)
+                b_cols += [mk["xi_C"].reshape(m, -1), mk["xi_E"].reshape(m, -1)]
+                # per marginal group (cell × subject × K × A_i): Σω, Σω d, Σω‖d‖², Σω C
+                for v in ("xi_n", "xi_S", "xi_E_t", "xi_C_t"):
+                    x = np.nan_to_num(np.asarray(mk[v], dtype=np.float64), nan=0.0)
+                    acc = np.zeros((mrg["n_groups"],) + x.shape[1:])
+                    np.add.at(acc, mc, x)
+                    gsum.append(acc)
         r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
                     seed=seed, sub=sub)
         if s_cols:
@@ -159,10 +175,10 @@ def _chunk(block, K, A_used, codes, keys, label, *, n_groups, union_idx, t_idx, 
                                    draws=0, seed=seed, sub=sub)
         else:
             ss = sc = np.zeros((n_groups, 0))
-        r = r + (ss, sc)
+        r = r + (ss, sc) + (tuple(gsum) if mrg is not None else ())
         out = r if out is None else _add(out, r)
-    sums, counts, boot_s, boot_c, ss, sc = out
-    return sums, counts, boot_s, boot_c, tot, hist, ss, sc
+    sums, counts, boot_s, boot_c, ss, sc, *marg = out
+    return (sums, counts, boot_s, boot_c, tot, hist, ss, sc, *marg)
 
 
 def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
@@ -223,7 +239,8 @@ def _tree_sum(parts):
 
 def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Sequence[str],
                draws: int = 5000, seed: int = 0, sub: int = 1024, dynamics: bool = True,
-               energy: bool = True, windows: tuple | None = None):
+               energy: bool = True, windows: tuple | None = None, marginal: bool = True,
+               marginal_by: str = "task"):
     """The delayed pass over ``score`` (see the module docstring).
 
     Parameters
@@ -248,6 +265,13 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
         depths ≤ T (summed: means and signed shares per interval) and, when ``windows`` =
         ``((early starts), (late starts), step)`` is given, the per-question attenuation
         summaries of those two windows (bootstrapped).
+    marginal
+        also fold in the per-question sums of the common-energy fraction Ξ_obs
+        (:mod:`.marginal`, ``pd:app:eq:xi``) over all adjacent increments ≤ T (``xi_C_all``,
+        ``xi_E_all``) and over those with destination ≥ T/2 (``xi_C_late``, ``xi_E_late``),
+        plus the per-group sums of the exact marginal reference Ξ_marg
+        (``pd:app:eq:covariance``; groups of :func:`~depthtraj.analysis.marginal.marginal_groups`
+        within the cells of coordinate ``marginal_by``).
 
     Returns
     -------
@@ -299,21 +323,36 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
             wpairs = [(t, t + step) for t in early] + [(t, t + step) for t in late]
             wu, wa, wb = _positions(recorded, wpairs)
             eng["windows"] = {"upos": wu, "ia": wa, "ib": wb, "n_early": len(early), "pairs": wpairs}
+    mrg = None
+    if marginal and len(upto) >= 2:
+        from .marginal import destination_increments
+
+        from .marginal import marginal_groups
+
+        mrg, mrg_windows, mrg_depths = {}, {}, {}
+        for win, dest in (("all", None), ("late", f"{max(T // 2, upto[1])}:{T}")):
+            pairs = destination_increments(recorded, T, dest)
+            mrg[win] = ([recorded.index(a) for a, _ in pairs], [recorded.index(b) for _, b in pairs])
+            mrg_windows[win] = dest
+            mrg_depths[win] = [b for _, b in pairs]
+        used_all = np.arange(score.sizes[L.ARRANGEMENT])[None, :] < A_used[:, None]
+        mgroups, mcodes, mcells, mcell_of, mK_of = marginal_groups(score, by=marginal_by, used=used_all)
+        mrg["n_groups"] = len(mgroups)
     kw = dict(
         n_groups=len(groups), union_idx=np.array([recorded.index(t) for t in union], dtype=np.int64),
         t_idx=recorded.index(T), member=member, union_depths=np.asarray(union, dtype=np.float64),
         T=T, draws=int(draws), seed=int(seed), sub=int(sub), dyn=dyn,
-        eng=None if eng is None else {k: v for k, v in eng.items() if k != "pairs"},
+        eng=None if eng is None else {k: v for k, v in eng.items() if k != "pairs"}, mrg=mrg,
     )
     run = dask.delayed(_chunk, pure=True)
     parts, start = [], 0
     for blk, nq in zip(score.data.to_delayed().ravel(), score.chunks[0]):
         sl = slice(start, start + nq)
         start += nq
-        parts.append(run(blk, K[sl], A_used[sl], codes[sl], keys[sl], label[sl], **kw))
+        parts.append(run(blk, K[sl], A_used[sl], codes[sl], keys[sl], label[sl], None if mrg is None else mcodes[sl], **kw))
     if not parts:  # no question: one empty chunk gives correctly shaped zeros
         empty = np.zeros((0,) + tuple(score.shape[1:]), dtype=score.dtype)
-        parts.append(run(empty, K[:0], A_used[:0], codes[:0], keys[:0], label[:0], **kw))
+        parts.append(run(empty, K[:0], A_used[:0], codes[:0], keys[:0], label[:0], None if mrg is None else mcodes[:0], **kw))
     P = score.sizes[L.PRECISION]
     shapes = {}
     if dyn is not None:
@@ -332,7 +371,14 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
             shapes.update({v: (P,) for v in ENERGY_BOOT})
         sum_order += tuple(f"int_{v}" for v in ENERGY_SUM)
         shapes.update({f"int_{v}": (P, n_int) if v != "complete_energy" else (P,) for v in ENERGY_SUM})
+    if mrg is not None:
+        xi = ("xi_C_all", "xi_E_all", "xi_C_late", "xi_E_late")
+        boot_order += xi
+        shapes.update({v: (P,) for v in xi})
     meta = dict(
+        marginal_windows=None if mrg is None else mrg_windows,
+        marginal_groups=None if mrg is None else dict(cell_names=mcells, cell_of=mcell_of, K_of=mK_of,
+                                                      depths=mrg_depths, groups=mgroups),
         boot_order=boot_order, sum_order=sum_order,
         energy_pairs=None if eng is None else eng["pairs"],
         energy_windows=None if eng is None or eng["windows"] is None else (windows, eng["windows"]["pairs"]),
@@ -350,13 +396,16 @@ def finish_pass(values, meta) -> PassResult:
     boot_counts)`` with shapes ``[group, precision, ...]`` / ``[group, draw, precision, ...]``
     and ``extra['sum'][name] = (sums, counts)``; ``extra['corr_depths']`` the depths t of the
     per-depth correctness summaries and ``extra['dyn_grid']`` the grid of the grid-based ones."""
-    sums, counts, boot_s, boot_c, tot, hist, ssum, scount = values
+    sums, counts, boot_s, boot_c, tot, hist, ssum, scount, *marg = values
     G = len(meta["grids"])
     P = len(meta["precision"])
     n_geo = P * G * len(GEOMETRY_COLUMNS)
     columns = [(name, g.name, p) for p in meta["precision"] for g in meta["grids"] for name in GEOMETRY_COLUMNS]
     extra: dict = {"boot": {}, "sum": {}, "corr_depths": meta["corr_depths"], "dyn_grid": meta["dyn_grid"],
-                   "energy_pairs": meta["energy_pairs"], "energy_windows": meta["energy_windows"]}
+                   "energy_pairs": meta["energy_pairs"], "energy_windows": meta["energy_windows"],
+                   "marginal_windows": meta["marginal_windows"]}
+    if marg:
+        extra["marginal"] = _marginal_reference(marg, meta)
     shapes = meta["dyn_shapes"]
     if shapes:
         ng, nd = sums.shape[0], boot_s.shape[1]
@@ -381,6 +430,30 @@ def finish_pass(values, meta) -> PassResult:
         ladder_depths=meta["ladder_depths"], precision=meta["precision"], grids=meta["grids"],
         endpoint=meta["endpoint"], draws=meta["draws"], seed=meta["seed"], hist=hist, extra=extra,
     )
+
+
+def _marginal_reference(marg, meta) -> dict:
+    """Per window: ``xi_marg`` and ``xi_obs`` ``[cell, precision]`` (fractions) and the cell names,
+    from the per-group sums (``pd:app:eq:covariance``: Σ_g [E_g + ((1ᵀS_g)² − ‖S_g‖²)/n_g]/K_g
+    over the cell's groups and destination depths, divided by the cell's Σ E)."""
+    from .marginal import xi_from_group_sums
+
+    info = meta["marginal_groups"]
+    cell_of, K_of = info["cell_of"], info["K_of"]
+    n_cells = len(info["cell_names"])
+    out = {"cells": list(info["cell_names"]), "groups": len(info["groups"])}
+    for w, win in enumerate(("all", "late")):
+        n, S, E, C = marg[4 * w: 4 * w + 4]  # [G, P], [G, P, J, C], [G, P, J], [G, P, J]
+        val = xi_from_group_sums(n[..., None], S, E, K_of)  # [G, P, J]
+        hot = (cell_of[:, None] == np.arange(n_cells)[None, :]).astype(np.float64)  # [G, cell]
+        Etot = np.einsum("gpj,gc->cp", E, hot)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[win] = {
+                "xi_marg": np.einsum("gpj,gc->cp", val, hot) / np.where(Etot > 0, Etot, np.nan),
+                "xi_obs": np.einsum("gpj,gc->cp", C, hot) / np.where(Etot > 0, Etot, np.nan),
+                "n": np.einsum("gp,gc->cp", n, hot),
+            }
+    return out
 
 
 def statistic_draws(res: PassResult, kind: str, *names: str):

@@ -47,6 +47,7 @@ __all__ = [
     "gains_table",
     "json_document",
     "margin_ladder_table",
+    "marginal_table",
     "accuracy_table",
     "depth_prediction_table",
     "energy_shares_table",
@@ -805,3 +806,45 @@ def precision_table(res, *, store: str, model: str, readout: str = "F1", by: str
         for k in ("n_zero_span", "n_I"):
             r.pop(f"{k}_lo", None), r.pop(f"{k}_hi", None)
     return Table("precision", "Precision arms: removable share τ and exact zero-span increments (pd:app:tab:precision)", cols, rows)
+
+
+def marginal_table(res, cov: dict, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
+    """Observed common-energy fraction Ξ_obs (paired interval) beside the exact marginal reference
+    Ξ_marg and the covariance excess, both from the single pass's per-group sums, and the
+    finite-permutation estimate with its Monte-Carlo error when computed (``pd:app:eq:xi``,
+    ``pd:app:eq:covariance``, ``pd:app:tab:marginal``), for all adjacent increments ≤ T and for the
+    late destinations. ``cov`` maps window name -> computed
+    :func:`~depthtraj.analysis.marginal.marginal_covariance` Dataset with ``xi_perm``,
+    ``xi_perm_se`` (dims by, precision), or is empty."""
+    from .passes import pass_statistic
+
+    cols = _key_cols(by, Column("window", "Destinations", kind="str"))
+    cols += [Column("xi_obs", "Observed Ξ %", "%", True, group="value"),
+             Column("xi_marg", "Reference Ξ_marg %", "%", group="value"),
+             Column("xi_excess", "Excess pp", "pp", group="value", description="Ξ_obs − Ξ_marg (covariance)"),
+             Column("xi_perm", "Permutation Ξ %", "%", group="value"),
+             Column("xi_perm_se", "± MC s.e. pp", "pp", group="value", digits=3),
+             Column("n", "N", "questions", digits=1, group="value")]
+    mref = res.extra["marginal"]
+    rows = []
+    for win, dest in res.extra["marginal_windows"].items():
+        est, lo, hi = pass_statistic(res, "ratio", f"xi_C_{win}", f"xi_E_{win}")
+        c = cov.get(win)
+        for gi, cell in enumerate(res.groups):
+            ci = mref["cells"].index(cell) if cell in mref["cells"] else None
+            for p, prec in enumerate(res.precision):
+                row: dict[str, Any] = {"store": store, "model": model, "readout": readout, by: str(cell),
+                                       "precision": str(prec), "T": res.endpoint, "window": dest or "all"}
+                row["xi_obs"] = float(est[gi, p]) * 100
+                row["xi_obs_lo"] = float(lo[gi, p]) * 100 if res.draws else None
+                row["xi_obs_hi"] = float(hi[gi, p]) * 100 if res.draws else None
+                if ci is not None:
+                    row["xi_marg"] = float(mref[win]["xi_marg"][ci, p]) * 100
+                    row["xi_excess"] = row["xi_obs"] - row["xi_marg"]
+                    row["n"] = float(mref[win]["n"][ci, p])
+                if c is not None:
+                    sel = c.sel({by: cell, "precision": prec})
+                    row["xi_perm"] = float(sel["xi_perm"]) * 100
+                    row["xi_perm_se"] = float(sel["xi_perm_se"]) * 100
+                rows.append(row)
+    return Table("marginal", "Common-energy fraction and its marginal reference (pd:app:tab:marginal)", cols, rows)
