@@ -57,13 +57,18 @@ def lse(v, k):
 
 
 @njit(cache=True, nogil=True)
-def ladder_at(st, sT, k, lse_T, out):
+def ladder_at(st, sT, k, lse_T, out, lazy_lse=False):
     """The margin ladder of one trajectory at one depth (``pd:eq:gap-update``–``pd:eq:pairing``).
 
     ``st``, ``sT``: scores at t and at T over the candidate axis (first ``k`` real); ``lse_T``
     is ``LSE(s_T)`` (:func:`lse`, computed once per trajectory); ``out``: float64 vector of
     :data:`N_LADDER` fields, filled in :data:`LADDER_FIELDS` order. Returns ``(winner,
     unique)``; the caller checks validity (K ≥ 2, finite) beforehand.
+
+    With ``lazy_lse``, the LSE centre (K exponentials and a logarithm, most of the cost) is
+    computed only where it can matter — a unique winner with L_q > 0, since L_LSE ≤ L_q — and
+    elsewhere ``b_LSE`` is NaN, ``B_LSE`` +inf and ``L_LSE`` −inf (never passing). Every other
+    field, and every pass/fail decision, is the same as without it.
     """
     top = -np.inf
     a = 0
@@ -94,7 +99,6 @@ def ladder_at(st, sT, k, lse_T, out):
             dmax = d
         if d < dmin:
             dmin = d
-        acc_t += np.exp(x - top)
         if c != a:
             if top - x < m:
                 m = top - x
@@ -102,15 +106,23 @@ def ladder_at(st, sT, k, lse_T, out):
                 h = d - da
             if sTa - y < R:
                 R = sTa - y
-    b_lse = lse_T - (top + np.log(acc_t))
     b_mean = dsum / k
     B_q = dmax - dmin
     mid = (dmax + dmin) / 2.0
     B_raw = B_q + 2.0 * abs(mid)
     B_mean = B_q + 2.0 * abs(mid - b_mean)
-    B_lse = B_q + 2.0 * abs(mid - b_lse)
     L_dir = min(m - h, R)
     L_q = min(m - B_q, L_dir)
+    if lazy_lse and not (ties == 1 and L_q > 0.0):
+        b_lse = np.nan
+        B_lse = np.inf
+        L_lse = -np.inf
+    else:
+        for c in range(k):
+            acc_t += np.exp(np.float64(st[c]) - top)
+        b_lse = lse_T - (top + np.log(acc_t))
+        B_lse = B_q + 2.0 * abs(mid - b_lse)
+        L_lse = min(m - B_lse, L_q)
     out[F_M] = m
     out[F_H] = h
     out[F_R] = R
@@ -123,7 +135,7 @@ def ladder_at(st, sT, k, lse_T, out):
     out[F_BL] = b_lse
     out[F_LRAW] = min(m - B_raw, L_q)
     out[F_LMEAN] = min(m - B_mean, L_q)
-    out[F_LLSE] = min(m - B_lse, L_q)
+    out[F_LLSE] = L_lse
     out[F_LQ] = L_q
     out[F_LDIR] = L_dir
     out[F_LRES] = R
@@ -255,7 +267,7 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                             if member[g, j]:
                                 ok[g] = False
                         continue
-                    w, u = ladder_at(st, sT, k, lse_T, buf)
+                    w, u = ladder_at(st, sT, k, lse_T, buf, True)
                     t_row = tot[g_i, j, p]
                     t_row[0] += wA
                     if not u:
@@ -341,3 +353,15 @@ def poisson_weights(keys, draws, seed):
                 w += 1
             out[b, i] = w
     return out
+
+
+@njit(cache=True, nogil=True)
+def group_add(acc, codes, x):
+    """``acc[codes[i]] += x[i]`` row by row, NaN entries counting 0 (``acc`` ``[group, n]``,
+    ``x`` ``[row, n]`` float64): the per-group sums of the marginal reference."""
+    for i in range(x.shape[0]):
+        g = codes[i]
+        for j in range(x.shape[1]):
+            v = x[i, j]
+            if v == v:
+                acc[g, j] += v

@@ -270,19 +270,31 @@ def marginal_groups(score, *, by: str = "task", within: Sequence[str] = ("subjec
         A = np.full(n, score.sizes[L.ARRANGEMENT], dtype=np.int64)
     else:
         A = np.asarray(used, dtype=bool).sum(1)
-    cols = [[str(v) for v in np.asarray(score[c].values).tolist()] for c in within
+    cols = [np.asarray(score[c].values) for c in within
             if c in score.coords and score[c].dims == (L.QUESTION,) and c != "n_candidates"]
-    index: dict[str, int] = {}
-    cell_of, K_of = [], []
-    codes = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        key = "|".join([cells[ccodes[i]]] + [c[i] for c in cols] + [f"K={K[i]}", f"A={A[i]}"])
-        if key not in index:
-            index[key] = len(index)
-            cell_of.append(int(ccodes[i]))
-            K_of.append(int(K[i]))
-        codes[i] = index[key]
-    return list(index), codes, cells, np.asarray(cell_of, dtype=np.int64), np.asarray(K_of, dtype=np.int64)
+    # integer code per key column, then one code per distinct key row (vectorised: no Python loop
+    # over questions); groups are numbered in order of first appearance
+    parts = [np.asarray(ccodes, dtype=np.int64)]
+    names_of = [cells]
+    for col in cols:
+        uniq, inv = np.unique(col if col.dtype.kind != "O" else col.astype(np.dtypes.StringDType()), return_inverse=True)
+        parts.append(inv.astype(np.int64).ravel())
+        names_of.append([str(u) for u in uniq.tolist()])
+    parts += [K, A]
+    keys = np.stack(parts, axis=1) if n else np.zeros((0, len(parts)), dtype=np.int64)
+    radix = keys.max(axis=0) + 1 if n else np.ones(len(parts), dtype=np.int64)
+    flat = np.zeros(n, dtype=np.int64)
+    for j in range(len(parts)):  # one mixed-radix integer per key row (1-D unique is fast)
+        flat = flat * int(radix[j]) + keys[:, j]
+    _, first, inv = np.unique(flat, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # group ids by first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    codes = rank[np.asarray(inv).ravel()].astype(np.int64)
+    rows = keys[first[order]]
+    names = ["|".join([cells[r[0]]] + [names_of[j + 1][r[j + 1]] for j in range(len(cols))] + [f"K={r[-2]}", f"A={r[-1]}"])
+             for r in rows.tolist()]
+    return names, codes, cells, rows[:, 0].astype(np.int64), rows[:, -2].astype(np.int64)
 
 
 def _group_seed(seed: int, name: str) -> list[int]:

@@ -164,9 +164,9 @@ def _chunk(block, K, A_used, codes, keys, label, mcodes=None, *, n_groups, union
                 b_cols += [mk["xi_C"].reshape(m, -1), mk["xi_E"].reshape(m, -1)]
                 # per marginal group (cell × subject × K × A_i): Σω, Σω d, Σω‖d‖², Σω C
                 for v in ("xi_n", "xi_S", "xi_E_t", "xi_C_t"):
-                    x = np.nan_to_num(np.asarray(mk[v], dtype=np.float64), nan=0.0)
+                    x = np.asarray(mk[v], dtype=np.float64)
                     acc = np.zeros((mrg["n_groups"],) + x.shape[1:])
-                    np.add.at(acc, mc, x)
+                    kern.group_add(acc.reshape(len(acc), -1), mc, x.reshape(m, -1))
                     gsum.append(acc)
         r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
                     seed=seed, sub=sub)
