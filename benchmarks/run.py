@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "readout_vs_forwards.py": {"full": ["--width", "64", "256", "--repeats", "3"], "quick": ["--width", "64", "--steps", "8"]},
     "analysis_suite.py": {"full": [], "quick": ["--quick"]},
+    "shared_prefix.py": {"full": ["--width", "64", "256"], "quick": ["--width", "64", "--questions", "8", "--steps", "8"]},
 }
 
 

@@ -329,7 +329,7 @@ def _readout_attrs(readout: str, options: bool) -> Readout:
 
 def collect(
     *,
-    adapter: str,
+    adapter: str | type,
     model: str | Path,
     sources: Sequence[Source],
     out: str | Path,
@@ -353,7 +353,9 @@ def collect(
     Parameters
     ----------
     adapter
-        Entry-point name in group ``depthtraj.adapters`` (e.g. ``huginn``).
+        Entry-point name in group ``depthtraj.adapters`` (e.g. ``huginn``), or a
+        :class:`~depthtraj.adapter.LoopedLMAdapter` subclass itself (e.g. an adapter under
+        development, before it is installed).
     model
         Checkpoint directory or hub id, loaded with ``from_pretrained(...,
         trust_remote_code=True)``.
@@ -408,10 +410,17 @@ def collect(
 
     from .adapter import AdapterSelfCheckError, load_adapter_class
 
-    try:
-        adapter_cls = load_adapter_class(adapter)
-    except KeyError as exc:
-        raise CollectError(exc.args[0]) from None
+    if isinstance(adapter, type):  # an adapter class itself (e.g. one not installed yet)
+        from .adapter import LoopedLMAdapter
+
+        if not issubclass(adapter, LoopedLMAdapter):
+            raise CollectError(f"{adapter.__qualname__} is not a depthtraj.adapter.LoopedLMAdapter subclass")
+        adapter_cls, adapter = adapter, getattr(adapter, "name", adapter.__name__)
+    else:
+        try:
+            adapter_cls = load_adapter_class(adapter)
+        except KeyError as exc:
+            raise CollectError(exc.args[0]) from None
     if "://" not in str(model) and not Path(model).exists() and not _looks_like_hub_id(str(model)):
         raise CollectError(f"{model}: no such model directory")
     if device.startswith("cuda"):

@@ -1,8 +1,13 @@
-"""Helpers for tests and benchmarks: conforming random stores with controllable dynamics.
+"""Helpers for tests and benchmarks: conforming random stores, and the adapter conformance kit.
 
-:func:`synthetic_store` writes a format-v1 store through the public :class:`TrajectoryWriter`,
-one chunk at a time (memory is bounded by the chunk size, so it scales to millions of
-questions). Scores follow a converging trajectory model: for question i, candidate k,
+**Adapter conformance kit** (:class:`AdapterKit`, :func:`check_adapter`, :data:`KIT_CHECKS`):
+checks an adapter class (`spec/adapters.md`) on a tiny checkpoint of its model. Each check
+raises ``AssertionError`` naming the check and the adapter; see :class:`AdapterKit`. torch and
+transformers are imported only when a check runs.
+
+**Synthetic stores.** :func:`synthetic_store` writes a format-v1 store through the public
+:class:`TrajectoryWriter`, one chunk at a time (memory is bounded by the chunk size, so it scales
+to millions of questions). Scores follow a converging trajectory model: for question i, candidate k,
 arrangement a and arm p at depth t,
 
     z_t = z_T + amplitude * decay**(t-1) * (e_i + jitter * eta_t)
@@ -14,8 +19,13 @@ ties and exactly translated (zero-contrast) adjacent updates can be injected at 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -232,4 +242,600 @@ def synthetic_store(
     return str(path)
 
 
-__all__ = ["synthetic_attrs", "synthetic_questions", "synthetic_scores", "synthetic_store"]
+
+# ====================================================================== adapter conformance kit
+KIT_CHECKS: tuple[str, ...] = (
+    "readout-equals-own-forward",
+    "batch-independence",
+    "seed-determinism",
+    "packed-equals-unshared",
+    "precision-arms",
+    "store-validates",
+)
+"""The checks of :class:`AdapterKit`, in the order :meth:`AdapterKit.run_all` runs them (see
+`spec/adapters.md` §6); parametrise a pytest test over this tuple to get one test per check."""
+
+
+class _KitFailure(AssertionError):
+    """A conformance check failed (the message names the check and the adapter)."""
+
+
+class KitUsageError(ValueError):
+    """The kit was given probes or options it cannot check with (not an adapter failure)."""
+
+
+@dataclass(frozen=True)
+class KitItem:
+    """One probe question of the kit: a prompt text and its candidates' continuations.
+
+    ``continuations`` are scored as answer texts after ``prompt`` (leading space included, e.g.
+    ``" carbon dioxide"``), split into tokens as lm-eval does
+    (:func:`depthtraj.adapter.encode_pair`).
+    """
+
+    prompt: str
+    continuations: tuple[str, ...]
+
+
+def sample_items() -> list[KitItem]:
+    """The kit's default probes: real questions from the shipped sample (``depthtraj/data``).
+
+    For every number of candidates K in the sample (3, 4 and 5), the question with the shortest
+    F2 prompt (:func:`depthtraj.tasks.render_text_prompt` without options), with the
+    continuations ``' ' + text`` of its candidates; ordered by prompt length. So a batch of the
+    items has different lengths and different K.
+    """
+    from .collect import load_questions
+    from .demo import sample_sources
+    from .tasks import continuation_text, render_text_prompt
+
+    shortest: dict[int, Any] = {}
+    for q in load_questions(sample_sources()):
+        text = render_text_prompt(q, options=False)
+        k = len(q.choices)
+        if k not in shortest or len(text) < len(shortest[k][0]):
+            shortest[k] = (text, q)
+    items = [
+        KitItem(text, tuple(continuation_text(q, c) for c in range(len(q.choices))))
+        for text, q in shortest.values()
+    ]
+    return sorted(items, key=lambda item: len(item.prompt))
+
+
+@dataclass
+class KitReport:
+    """What :meth:`AdapterKit.run_all` measured: per check, its figures (errors in nats, flags)."""
+
+    adapter: str
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """One line per check: ``name: key=value, ...``."""
+        def fmt(v: Any) -> str:
+            return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+        return [
+            f"{name}: " + ", ".join(f"{k}={fmt(v)}" for k, v in figures.items())
+            for name, figures in self.results.items()
+        ]
+
+
+def _nanmax_abs(a: np.ndarray, b: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``max |a - b|`` over ``axes``, where NaN in both counts as equal and NaN in one as inf."""
+    both = np.isnan(a) & np.isnan(b)
+    d = np.where(both, 0.0, np.abs(a.astype(np.float64) - b.astype(np.float64)))
+    d = np.where(np.isnan(d), np.inf, d)
+    return d.max(axis=axes) if d.size else np.zeros(())
+
+
+class AdapterKit:
+    """Conformance checks of one adapter class on one (tiny) checkpoint of its model.
+
+    The adapter is loaded with :meth:`~depthtraj.adapter.LoopedLMAdapter.load` (the three
+    standard precision arms, self-check off: the kit checks more), once, on first use. Probes
+    are ``items`` (default :func:`sample_items`: real questions, K = 3, 4, 5), tokenised with the
+    checkpoint's tokenizer (:func:`depthtraj.adapter.encode_pair`). Depths ``1..n_steps``.
+
+    The checks (:data:`KIT_CHECKS`; `spec/adapters.md` §6):
+
+    ``readout-equals-own-forward``
+        For each item alone, in fp32 from one seeded initial state: the engine's label readout
+        over the *whole* vocabulary equals ``log_softmax(own_forward_logits(ids, t))`` at the
+        last token, and its logsumexp the forward's, at every depth ``t = 1..T``; the unshared
+        answer-text readout's ``logprob_sum`` and ``logprob_first`` equal those of the model's
+        own forward over ``[prompt, continuation]`` (from the same per-position state). Within
+        ``own_atol`` nats.
+    ``batch-independence``
+        The middle-length item scores the same alone, in the middle of a right-padded batch
+        with a shorter and a longer item, and first in a batch with a shorter one (label and
+        packed answer-text readouts, every field and step extra), within ``atol``, fp32.
+    ``seed-determinism``
+        The same seeds give identical readouts, whatever the global torch RNG; if
+        :meth:`~depthtraj.adapter.LoopedLMAdapter.initial_state` is random (two generators give
+        two states), other seeds change every item's readout, otherwise they change nothing;
+        ``initial_state`` is a function of its generators.
+    ``packed-equals-unshared``
+        ``text_readout(shared_prefix=True)`` equals ``shared_prefix=False`` (every field and step
+        extra) within ``atol``, fp32, for the batch of all items.
+    ``precision-arms``
+        Every standard arm (``bf16``, ``bf16-fp32head``, ``fp32``): readouts have the documented
+        shapes and dtypes, are finite (NaN exactly past an item's candidates), log-probabilities
+        are <= 0; ``bf16`` and ``bf16-fp32head`` share their hidden values (identical
+        ``latent_step_norm`` and step extras); the head dtype and the recurrence dtype are
+        honoured (``bf16`` differs from ``bf16-fp32head`` and from ``fp32``).
+    ``store-validates``
+        :func:`depthtraj.collect.collect` with this adapter (through its entry point, see
+        the adapter class passed to :func:`depthtraj.collect.collect` directly), on 2 ARC + 2 MMLU questions of the shipped sample, writes
+        a store that :func:`depthtraj.validate.validate_store` passes at level ``data`` with no
+        error, recording the adapter's name, version and family: for each of
+        ``store_readouts``, ``label`` (F1, three arms) and ``text`` (F3 with options under the
+        balanced arrangements, arm bf16).
+
+    Failures raise ``AssertionError`` whose message starts ``adapter conformance check
+    '<check>' failed for adapter '<name>' (<module>.<class>)``; an exception raised by the
+    adapter inside a check is reported the same way (chained).
+
+    Args:
+        adapter_cls: the :class:`~depthtraj.adapter.LoopedLMAdapter` subclass.
+        checkpoint: directory (or hub id) its ``load`` accepts; a tiny random-weight model.
+        items: probe questions (at least two prompts of different token lengths).
+        n_steps: endpoint depth ``T`` of the checks.
+        tmp_path: where stores and the throw-away entry point go (default: temporary dirs).
+        device: torch device of the adapter.
+        atol: tolerance (nats) of batch independence and packed vs unshared.
+        own_atol: tolerance (nats) of the comparison with the model's own forward.
+        store_readouts: readouts of the store check (``label``, ``text``).
+
+    Example (pytest)::
+
+        @pytest.fixture(scope="module")
+        def kit(tmp_path_factory):
+            ckpt = MyAdapter.tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny")
+            return AdapterKit(MyAdapter, ckpt, tmp_path=tmp_path_factory.mktemp("kit"))
+
+        @pytest.mark.parametrize("check", KIT_CHECKS)
+        def test_conformance(kit, check):
+            kit.run(check)
+    """
+
+    def __init__(
+        self,
+        adapter_cls: type,
+        checkpoint: str | Path,
+        *,
+        items: Sequence[KitItem] | None = None,
+        n_steps: int = 6,
+        tmp_path: str | Path | None = None,
+        device: str = "cpu",
+        atol: float = 1e-5,
+        own_atol: float = 1e-4,
+        store_readouts: Sequence[str] = ("label", "text"),
+    ) -> None:
+        if n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+        unknown = set(store_readouts) - {"label", "text"}
+        if unknown:
+            raise ValueError(f"store_readouts must be among label, text; got {sorted(unknown)}")
+        self.adapter_cls = adapter_cls
+        self.checkpoint = checkpoint
+        self.items = list(items) if items is not None else sample_items()
+        if len(self.items) < 2 or any(not it.continuations for it in self.items):
+            raise ValueError("the kit needs at least two items, each with at least one continuation")
+        self.n_steps = int(n_steps)
+        self.tmp_path = None if tmp_path is None else Path(tmp_path)
+        self.device = device
+        self.atol = float(atol)
+        self.own_atol = float(own_atol)
+        self.store_readouts = tuple(store_readouts)
+        self.seeds = [1009 + 7919 * i for i in range(len(self.items))]
+        self._adapter: Any = None
+        self._tokens: list[tuple[list[int], list[list[int]]]] | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def label(self) -> str:
+        """``'<name>' (<module>.<class>)`` of the adapter under test."""
+        cls = self.adapter_cls
+        return f"{getattr(cls, 'name', cls.__name__)!r} ({cls.__module__}.{cls.__qualname__})"
+
+    def _fail(self, check: str, detail: str) -> _KitFailure:
+        return _KitFailure(
+            f"adapter conformance check {check!r} failed for adapter {self.label}: {detail}"
+        )
+
+    @property
+    def adapter(self) -> Any:
+        """The adapter loaded from :attr:`checkpoint` with the three standard arms (cached)."""
+        if self._adapter is None:
+            from .models.v1 import STANDARD_ARMS
+
+            try:
+                self._adapter = self.adapter_cls.load(
+                    self.checkpoint, device=self.device, arms=list(STANDARD_ARMS.values()),
+                    self_check=None,
+                )
+            except Exception as exc:
+                raise _KitFailure(
+                    f"adapter conformance kit: adapter {self.label} cannot load {self.checkpoint} "
+                    f"({type(exc).__name__}: {exc})"
+                ) from exc
+        return self._adapter
+
+    @property
+    def tokens(self) -> list[tuple[list[int], list[list[int]]]]:
+        """Per item, ``(prompt_ids, [continuation_ids, ...])`` with the checkpoint's tokenizer."""
+        if self._tokens is None:
+            from .adapter import encode_pair
+
+            tok = self.adapter.tokenizer
+            out = []
+            for it in self.items:
+                pairs = [encode_pair(tok, it.prompt, c) for c in it.continuations]
+                if any(not cont for _, cont in pairs):
+                    raise KitUsageError(f"a continuation of {it.prompt[:40]!r}... has no tokens")
+                out.append((pairs[0][0], [cont for _, cont in pairs]))
+            self._tokens = out
+        return self._tokens
+
+    def run(self, check: str) -> dict[str, Any]:
+        """Run one check of :data:`KIT_CHECKS`; return its figures or raise ``AssertionError``."""
+        if check not in KIT_CHECKS:
+            raise ValueError(f"unknown check {check!r}; the kit's checks: {', '.join(KIT_CHECKS)}")
+        method: Callable[[str], dict[str, Any]] = getattr(self, "_" + check.replace("-", "_"))
+        try:
+            return method(check)
+        except (_KitFailure, KitUsageError):
+            raise
+        except Exception as exc:
+            raise self._fail(check, f"the adapter raised {type(exc).__name__}: {exc}") from exc
+
+    def run_all(self, checks: Sequence[str] = KIT_CHECKS) -> KitReport:
+        """Run ``checks`` in order (stopping at the first failure) and return their figures."""
+        report = KitReport(self.label)
+        for check in checks:
+            report.results[check] = self.run(check)
+        return report
+
+    def _depthwise(self, check: str, err: np.ndarray, atol: float, what: str) -> float:
+        """Fail unless every entry of ``err`` ``[depth]`` is ``<= atol`` (NaN fails too)."""
+        err = np.asarray(err, dtype=np.float64)
+        bad = np.flatnonzero(~(err <= atol))
+        if bad.size:
+            t = int(bad[0])
+            raise self._fail(
+                check,
+                f"{what}: max |difference| {err[t]:.3g} nats at depth {t + 1} > tolerance "
+                f"{atol:g} (failing at depths {', '.join(str(int(d) + 1) for d in bad[:8])}"
+                f"{', ...' if bad.size > 8 else ''} of 1..{err.size})",
+            )
+        return float(err.max(initial=0.0))
+
+    def _compare(self, check: str, got: Any, want: Any, rows: Sequence[int], ks: Sequence[int],
+                 atol: float, what: str) -> float:
+        """Compare every field and step extra of readouts ``got`` (rows ``rows``) with ``want``
+        (rows 0..), candidates cut to ``ks``; returns the largest difference."""
+        worst = 0.0
+        if set(got.extras) != set(want.extras):
+            raise self._fail(check, f"{what}: step extras {sorted(got.extras)} vs {sorted(want.extras)}")
+        fields = {f: (getattr(got, f), getattr(want, f)) for f in got._fields}
+        fields.update({f"extras[{k!r}]": (got.extras[k], want.extras[k]) for k in got.extras})
+        for name, (g, w) in fields.items():
+            for j, (r, k) in enumerate(zip(rows, ks, strict=True)):
+                a, b = np.asarray(g[r], dtype=np.float64), np.asarray(w[j], dtype=np.float64)
+                if name == "n_tokens":
+                    if not np.array_equal(a[:k], b[:k]):
+                        raise self._fail(check, f"{what}: n_tokens {a[:k].tolist()} vs {b[:k].tolist()}")
+                    continue
+                label = f"{what}, {name}"
+                if a.ndim == 2:  # [depth, candidate]
+                    a, b = a[:, :k], b[:, :k]
+                if name == "logprob_sum":  # a sum of n_k log-probabilities: tolerance per token
+                    per_token = np.maximum(1, np.asarray(want.n_tokens[j][:k], dtype=np.float64))
+                    a, b, label = a / per_token, b / per_token, label + " per scored token"
+                axes = tuple(range(1, a.ndim))
+                worst = max(worst, self._depthwise(check, _nanmax_abs(a, b, axes), atol, label))
+        return worst
+
+    def _arm(self, name: str) -> Any:
+        from .models.v1 import STANDARD_ARMS
+
+        return STANDARD_ARMS[name]
+
+    def _label_targets(self) -> list[list[int]]:
+        """Per item, the first token of each continuation (any token ids will do)."""
+        return [[c[0] for c in conts] for _, conts in self.tokens]
+
+    # ------------------------------------------------------------------ the checks
+    def _readout_equals_own_forward(self, check: str) -> dict[str, Any]:
+        import torch
+
+        from .adapter import _pack, _unshare
+
+        a, T, fp32 = self.adapter, self.n_steps, self._arm("fp32")
+        worst_label = worst_text = 0.0
+        for i, (prompt, conts) in enumerate(self.tokens):
+            seed = self.seeds[i]
+            ids = torch.tensor([prompt], device=a.device)
+            with torch.inference_mode():
+                context = a.embed(ids, torch.float32)
+                generator = torch.Generator().manual_seed(seed)
+                h0 = a.initial_state(context, [len(prompt)], [generator]).float()
+                own = torch.stack([  # [depth, vocab]
+                    a.own_forward_logits(ids, t, state=h0.clone())[0, -1].float() for t in range(1, T + 1)
+                ])
+            vocab = int(own.shape[-1])
+            r = a.label_readout([prompt], [list(range(vocab))], [seed], T, fp32)
+            ref = torch.log_softmax(own, -1).cpu().numpy()
+            err = np.maximum(
+                np.abs(r.logprob[0].astype(np.float64) - ref).max(axis=1),
+                np.abs(r.logsumexp[0].astype(np.float64) - torch.logsumexp(own, -1).cpu().numpy()),
+            )
+            worst_label = max(worst_label, self._depthwise(
+                check, err, self.own_atol,
+                f"label readout of item {i} ({len(prompt)} tokens) vs log_softmax(own_forward_logits) "
+                "over the whole vocabulary",
+            ))
+
+            # answer text, unshared: [prompt, v_k] from the rows of the item's packed initial state
+            packed = _pack([prompt], [conts], a.pad_token_id)
+            h0p = a._packed_initial_state(packed, [seed], fp32)
+            split = _unshare(packed)
+            tr = a.text_readout([prompt], [conts], [seed], T, fp32, shared_prefix=False)
+            for k, cont in enumerate(conts):
+                n = len(prompt) + len(cont)
+                rows = torch.as_tensor(split.state_rows[k, :n], device=a.device)
+                seq = torch.tensor([prompt + cont], device=a.device)
+                pos = torch.arange(len(prompt) - 1, n - 1, device=a.device)
+                tgt = torch.tensor(cont, device=a.device)
+                ref_sum, ref_first = np.empty(T), np.empty(T)
+                with torch.inference_mode():
+                    for t in range(1, T + 1):
+                        state = h0p[0, rows][None].clone()
+                        logits = a.own_forward_logits(seq, t, state=state)[0].float()
+                        lp = torch.log_softmax(logits, -1)[pos, tgt]
+                        ref_sum[t - 1], ref_first[t - 1] = float(lp.sum()), float(lp[0])
+                err = np.maximum(  # logprob_sum: per scored token
+                    np.abs(tr.logprob_sum[0, :, k] - ref_sum) / len(cont),
+                    np.abs(tr.logprob_first[0, :, k] - ref_first),
+                )
+                worst_text = max(worst_text, self._depthwise(
+                    check, err, self.own_atol,
+                    f"answer-text readout of item {i}, continuation {k} ({len(cont)} tokens) vs the "
+                    "model's own forward over [prompt, continuation] (logprob_sum per scored token)",
+                ))
+        return {"label_max_err": worst_label, "text_max_err": worst_text, "depths": T}
+
+    def _batch_independence(self, check: str) -> dict[str, Any]:
+        a, T, fp32 = self.adapter, self.n_steps, self._arm("fp32")
+        toks, targets = self.tokens, self._label_targets()
+        order = sorted(range(len(toks)), key=lambda i: len(toks[i][0]))
+        short, mid, long_ = order[0], order[len(order) // 2], order[-1]
+        if len(toks[short][0]) == len(toks[long_][0]):
+            raise KitUsageError("batch-independence needs items of different token lengths")
+        seeds = self.seeds
+        worst = 0.0
+        layouts = (
+            ([short, mid, long_], 1, "in the middle of a padded batch"),
+            ([mid, short], 0, "first in a batch"),
+        )
+        alone = a.label_readout([toks[mid][0]], [targets[mid]], [seeds[mid]], T, fp32)
+        alone_text = a.text_readout([toks[mid][0]], [toks[mid][1]], [seeds[mid]], T, fp32)
+        k = len(targets[mid])
+        for members, row, where in layouts:
+            batch = a.label_readout([toks[i][0] for i in members], [targets[i] for i in members],
+                                    [seeds[i] for i in members], T, fp32)
+            worst = max(worst, self._compare(check, batch, alone, [row], [k], self.atol,
+                                             f"label readout of item {mid} {where} vs alone"))
+            text = a.text_readout([toks[i][0] for i in members], [toks[i][1] for i in members],
+                                  [seeds[i] for i in members], T, fp32)
+            worst = max(worst, self._compare(check, text, alone_text, [row], [k], self.atol,
+                                             f"answer-text readout of item {mid} {where} vs alone"))
+        return {"max_err": worst, "lengths": [len(toks[i][0]) for i in (short, mid, long_)]}
+
+    def _seed_determinism(self, check: str) -> dict[str, Any]:
+        import torch
+
+        a, T, fp32 = self.adapter, self.n_steps, self._arm("fp32")
+        prompts = [p for p, _ in self.tokens]
+        conts = [c for _, c in self.tokens]
+        targets = self._label_targets()
+        other = [s + 104729 for s in self.seeds]
+
+        def both(seeds: Sequence[int], global_seed: int) -> tuple[Any, Any]:
+            torch.manual_seed(global_seed)
+            return (a.label_readout(prompts, targets, seeds, T, fp32),
+                    a.text_readout(prompts, conts, seeds, T, fp32))
+
+        devices = [a.device.index or 0] if a.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            first, again, moved = both(self.seeds, 0), both(self.seeds, 12345), both(other, 0)
+            with torch.inference_mode():
+                context = a.embed(torch.tensor([prompts[0]], device=a.device), torch.float32)
+                n = [len(prompts[0])]
+                s1 = a.initial_state(context, n, [torch.Generator().manual_seed(1)])
+                s1b = a.initial_state(context, n, [torch.Generator().manual_seed(1)])
+                s2 = a.initial_state(context, n, [torch.Generator().manual_seed(2)])
+        if not torch.equal(s1, s1b):
+            raise self._fail(check, "initial_state gave two different states from two generators "
+                                    "seeded alike: it must draw from the generators it is given")
+        random_state = not torch.equal(s1, s2)
+        for got, want, what in zip(again, first, ("label", "answer-text"), strict=True):
+            rows = list(range(len(prompts)))
+            ks = [len(c) for c in conts]
+            self._compare(check, got, want, rows, ks, 0.0,
+                          f"{what} readout run twice with the same seeds (another global torch seed)")
+        changed = []
+        for i in range(len(prompts)):
+            d = max(
+                float(_nanmax_abs(moved[0].logprob[i], first[0].logprob[i], (0, 1))),
+                float(_nanmax_abs(moved[1].logprob_sum[i], first[1].logprob_sum[i], (0, 1))),
+                float(_nanmax_abs(moved[0].latent_step_norm[i], first[0].latent_step_norm[i], (0,))),
+            )
+            changed.append(d)
+        if random_state and min(changed) == 0.0:
+            i = changed.index(0.0)
+            raise self._fail(check, f"initial_state is random, but item {i} gives identical readouts "
+                                    f"under seeds {self.seeds[i]} and {other[i]}: the seed does not reach "
+                                    "the recurrence")
+        if not random_state and max(changed) > 0.0:
+            i = int(np.argmax(changed))
+            raise self._fail(check, f"initial_state does not depend on its generator, but item {i}'s "
+                                    f"readouts change with the seed (by {changed[i]:.3g})")
+        return {"random_initial_state": random_state, "min_change_other_seed": min(changed)}
+
+    def _packed_equals_unshared(self, check: str) -> dict[str, Any]:
+        a, T, fp32 = self.adapter, self.n_steps, self._arm("fp32")
+        prompts = [p for p, _ in self.tokens]
+        conts = [c for _, c in self.tokens]
+        packed = a.text_readout(prompts, conts, self.seeds, T, fp32, shared_prefix=True)
+        apart = a.text_readout(prompts, conts, self.seeds, T, fp32, shared_prefix=False)
+        rows = list(range(len(prompts)))
+        worst = self._compare(check, packed, apart, rows, [len(c) for c in conts], self.atol,
+                              "packed (shared-prefix) vs unshared answer-text readout")
+        return {"max_err": worst, "items": len(rows), "continuations": sum(map(len, conts))}
+
+    def _precision_arms(self, check: str) -> dict[str, Any]:
+        from .models.v1 import STANDARD_ARMS
+
+        a, T = self.adapter, self.n_steps
+        prompts = [p for p, _ in self.tokens]
+        conts = [c for _, c in self.tokens]
+        targets = self._label_targets()
+        b = len(prompts)
+        ks = np.array([len(c) for c in conts])
+        k_max = int(ks.max())
+        real = np.broadcast_to((np.arange(k_max)[None, :] < ks[:, None])[:, None, :], (b, T, k_max))
+        lengths = np.array([[len(v) for v in cs] + [0] * (k_max - len(cs)) for cs in conts])
+        out: dict[str, tuple[Any, Any]] = {}
+        for name, arm in STANDARD_ARMS.items():
+            lr = a.label_readout(prompts, targets, self.seeds, T, arm)
+            tr = a.text_readout(prompts, conts, self.seeds, T, arm)
+            for what, r, per_candidate in (
+                ("label", lr, ("logprob",)),
+                ("answer-text", tr, ("logprob_sum", "logprob_first")),
+            ):
+                arrays = {f: getattr(r, f) for f in (*per_candidate, "logsumexp", "latent_step_norm")}
+                arrays.update({f"extras[{k!r}]": v for k, v in r.extras.items()})
+                for f, v in arrays.items():
+                    where = f"arm {name}, {what} readout, {f}"
+                    shape = (b, T, k_max) if f in per_candidate else (b, T)
+                    if v.shape != shape or v.dtype != np.float32:
+                        raise self._fail(check, f"{where}: {v.dtype} {v.shape}, expected float32 {shape}")
+                    values = v[real] if f in per_candidate else v
+                    if not np.isfinite(values).all():
+                        raise self._fail(check, f"{where}: {int((~np.isfinite(values)).sum())} non-finite values")
+                    if f in per_candidate and not np.isnan(v[~real]).all():
+                        raise self._fail(check, f"{where}: not NaN past an item's candidates")
+                    if f in per_candidate and values.max() > 1e-4:
+                        raise self._fail(check, f"{where}: a log-probability of {values.max():.3g} > 0")
+                    if f == "latent_step_norm" and (v < 0).any():
+                        raise self._fail(check, f"{where}: negative norms")
+            if tr.n_tokens.shape != (b, k_max) or not np.array_equal(tr.n_tokens, lengths):
+                raise self._fail(
+                    check, f"arm {name}: n_tokens {tr.n_tokens.tolist()} are not the continuation lengths"
+                )
+            out[name] = (lr, tr)
+        (lb, tb), (lh, th), (lf, _) = out["bf16"], out["bf16-fp32head"], out["fp32"]
+        for what, x, y in (("label", lb, lh), ("answer-text", tb, th)):
+            same = [np.array_equal(x.latent_step_norm, y.latent_step_norm)]
+            same += [np.array_equal(x.extras[k], y.extras[k], equal_nan=True) for k in x.extras]
+            if not all(same):
+                raise self._fail(
+                    check,
+                    f"{what} readout: arms bf16 and bf16-fp32head must run the same bf16 recurrence "
+                    "(same hidden values), but latent_step_norm or the step extras differ",
+                )
+        head = float(_nanmax_abs(lb.logprob, lh.logprob, (0, 1, 2)))
+        rec = float(_nanmax_abs(lb.latent_step_norm, lf.latent_step_norm, (0, 1)))
+        if head == 0.0:
+            raise self._fail(check, "arms bf16 and bf16-fp32head give identical log-probabilities: "
+                                    "read_logits ignores the head dtype (it must run in h.dtype)")
+        if rec == 0.0:
+            raise self._fail(check, "arms bf16 and fp32 give identical latent_step_norm: the hooks "
+                                    "ignore the recurrence dtype (use self.module(dtype))")
+        return {"bf16_vs_fp32head_logprob": head, "bf16_vs_fp32_step_norm": rec}
+
+    def _store_validates(self, check: str) -> dict[str, Any]:
+        import zarr
+
+        from .collect import CollectError, Source, collect
+        from .demo import sample_sources
+        from .validate import validate_store
+
+        sources = [Source(s.task, s.path, limit=2, split=s.split) for s in sample_sources()]
+        runs = {
+            "label": dict(readout="label", precision=("bf16", "bf16-fp32head", "fp32")),
+            "text": dict(readout="text", options=True, arrangements=4, precision=("bf16",)),
+        }
+        cls = self.adapter_cls
+        figures: dict[str, Any] = {}
+        if self.tmp_path is not None:
+            self.tmp_path.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kit-", dir=self.tmp_path)))
+            for readout in self.store_readouts:
+                out = work / f"{readout}.zarr"
+                try:
+                    collect(
+                        adapter=cls, model=self.checkpoint, sources=sources, out=out,
+                        depths=self.n_steps, device=self.device, batch_size=4, chunk_size=2,
+                        **runs[readout],
+                    )
+                except CollectError as exc:
+                    raise self._fail(check, f"depthtraj collect --readout {readout} refused: {exc}") from None
+                report = validate_store(str(out), level="data")
+                if report.errors:
+                    shown = "; ".join(
+                        f"{f.rule} at {f.path}: {f.message}" for f in report.findings if f.severity == "error"
+                    )
+                    raise self._fail(
+                        check, f"the {readout} store does not validate ({report.errors} errors): {shown[:1500]}"
+                    )
+                model = zarr.open_group(str(out), mode="r").attrs["depthtraj"]["model"]
+                want = {"name": cls.name, "version": cls.version}
+                if model["adapter"] != want or model["family"] != cls.family:
+                    raise self._fail(
+                        check,
+                        f"the {readout} store records adapter {model['adapter']} of family "
+                        f"{model['family']!r}, expected {want} of family {cls.family!r}",
+                    )
+                figures[f"{readout}_warnings"] = report.warnings
+        return figures
+
+
+def check_adapter(
+    adapter_cls: type,
+    checkpoint_dir: str | Path,
+    *,
+    items: Sequence[KitItem] | None = None,
+    n_steps: int = 6,
+    tmp_path: str | Path | None = None,
+    checks: Sequence[str] = KIT_CHECKS,
+    **options: Any,
+) -> KitReport:
+    """Run the adapter conformance kit (:class:`AdapterKit`) and return its figures.
+
+    ``checkpoint_dir`` is a tiny checkpoint of the adapter's model (for instance what its
+    ``tiny_checkpoint`` writes); ``options`` go to :class:`AdapterKit` (``device``, ``atol``,
+    ``own_atol``, ``store_readouts``). Raises ``AssertionError`` at the first failing check,
+    naming the check and the adapter.
+    """
+    kit = AdapterKit(
+        adapter_cls, checkpoint_dir, items=items, n_steps=n_steps, tmp_path=tmp_path, **options
+    )
+    return kit.run_all(checks)
+
+
+__all__ = [
+    "KIT_CHECKS",
+    "AdapterKit",
+    "KitItem",
+    "KitReport",
+    "KitUsageError",
+    "check_adapter",
+    "sample_items",
+    "synthetic_attrs",
+    "synthetic_questions",
+    "synthetic_scores",
+    "synthetic_store",
+]

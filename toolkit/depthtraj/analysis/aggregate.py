@@ -26,7 +26,6 @@ import numpy as np
 
 from .. import layout as L
 from .geometry import BOUNDS, DEPTH_METHODS, _n_arrangements, arrangement_mean
-from .grid import Grid
 
 __all__ = [
     "INCREMENTS",
