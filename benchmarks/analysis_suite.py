@@ -71,8 +71,10 @@ def _child(args) -> dict:
         score.data.sum().compute()
         out["seconds"] = time.perf_counter() - t
     elif args.child == "suite":
+        flags = {"geometry": dict(dynamics=False, energy=False, marginal=False),
+                 "s34": dict(dynamics=True, energy=False, marginal=False), "all": {}}[args.sections]
         t = time.perf_counter()
-        d, meta = store_pass(score, grids, codes=codes, groups=groups, draws=args.draws)
+        d, meta = store_pass(score, grids, codes=codes, groups=groups, draws=args.draws, **flags)
         finish_pass(d.compute(), meta)
         out["seconds"] = time.perf_counter() - t
     elif args.child == "reference":
@@ -91,8 +93,9 @@ def _child(args) -> dict:
     return out
 
 
-def _measure(store: Path, what: str, grids: str, draws: int = 0) -> dict:
-    cmd = [sys.executable, __file__, "--child", what, "--store", str(store), "--grids", grids, "--draws", str(draws)]
+def _measure(store: Path, what: str, grids: str, draws: int = 0, sections: str = "all") -> dict:
+    cmd = [sys.executable, __file__, "--child", what, "--store", str(store), "--grids", grids, "--draws", str(draws),
+           "--sections", sections]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise SystemExit(f"benchmark child failed: {' '.join(cmd)}\n{res.stderr}")
@@ -105,6 +108,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--store")
     ap.add_argument("--grids", default="quarter+native")
     ap.add_argument("--draws", type=int, default=0)
+    ap.add_argument("--sections", choices=["geometry", "s34", "all"], default="all")
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "depthtraj-bench"))
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 5_000_000])
     ap.add_argument("--chunk", type=int, default=8192, help="store chunk (questions)")
@@ -122,24 +126,26 @@ def main(argv: list[str]) -> int:
     for n, p in stores.items():
         _make(p, n, args.chunk)
 
-    print(f"# §3–4 analysis suite ({os.cpu_count()} cores, threads scheduler)\n")
-    print("| N × 33 × 4 | read score | suite, no bootstrap | ratio | suite, 5000 draws | ratio | peak RSS (suite) |")
+    print(f"# Analysis pass vs one read of `score` ({os.cpu_count()} cores, threads scheduler)\n")
+    print("Sections: §3 = ladder, D_j, W_j on quarter + native grids; §3–4 adds dynamics and correctness; "
+          "§3–6 adds energies and the marginal reference. Ratios are to the read in the same run.\n")
+    print("| N × 33 × 4 | read score | §3 | §3–4 | §3–6 | §3–6, 5000 draws | peak RSS (§3–6) |")
     print("|---|---|---|---|---|---|---|")
     for n in args.sizes:
         read = _measure(stores[n], "read", "quarter+native")
-        suite = _measure(stores[n], "suite", "quarter+native")
+        r = {sec: _measure(stores[n], "suite", "quarter+native", sections=sec) for sec in ("geometry", "s34", "all")}
         boot = _measure(stores[n], "suite", "quarter+native", draws=5000) if n == args.sizes[0] else None
-        b = f"{boot['seconds']:.2f} s | {boot['seconds'] / read['seconds']:.1f}×" if boot else "– | –"
-        rss = max(suite["peak_rss_mb"], boot["peak_rss_mb"] if boot else 0)
-        print(f"| {n:,} | {read['seconds']:.2f} s | {suite['seconds']:.2f} s | "
-              f"{suite['seconds'] / read['seconds']:.2f}× | {b} | {rss:.0f} MB |")
+        cell = lambda m: f"{m['seconds']:.2f} s ({m['seconds'] / read['seconds']:.1f}×)"  # noqa: E731
+        rss = max([m["peak_rss_mb"] for m in r.values()] + ([boot["peak_rss_mb"]] if boot else []))
+        print(f"| {n:,} | {read['seconds']:.2f} s | {cell(r['geometry'])} | {cell(r['s34'])} | {cell(r['all'])} | "
+              f"{cell(boot) if boot else '–'} | {rss:.0f} MB |")
     b0 = _measure(stores[2704], "suite", "quarter+native", draws=0)
     b1 = _measure(stores[2704], "suite", "quarter+native", draws=5000)
-    print(f"\nBootstrap, N = 2,704, 5,000 draws, all W_j of two grids and every increment: "
+    print(f"\nBootstrap, N = 2,704, 5,000 draws, all W_j of two grids and every increment (§3–6 pass): "
           f"{b1['seconds'] - b0['seconds']:.2f} s (pass {b1['seconds']:.2f} s with, {b0['seconds']:.2f} s without)")
     ref = _measure(stores[args.reference_n], "reference", "quarter")
-    fast = _measure(stores[args.reference_n], "suite", "quarter")
-    print(f"\nSlow exact reference vs the pass, {args.reference_n:,} questions, quarter grid: "
+    fast = _measure(stores[args.reference_n], "suite", "quarter", sections="geometry")
+    print(f"\nSlow exact reference vs the pass (§3, the same quantities), {args.reference_n:,} questions, quarter grid: "
           f"{ref['seconds']:.1f} s vs {fast['seconds']:.3f} s = {ref['seconds'] / fast['seconds']:.0f}×")
     return 0
 

@@ -56,20 +56,11 @@ def lse(v, k):
     return top + np.log(acc)
 
 
-@njit(cache=True, nogil=True)
-def ladder_at(st, sT, k, lse_T, out, lazy_lse=False):
-    """The margin ladder of one trajectory at one depth (``pd:eq:gap-update``–``pd:eq:pairing``).
-
-    ``st``, ``sT``: scores at t and at T over the candidate axis (first ``k`` real); ``lse_T``
-    is ``LSE(s_T)`` (:func:`lse`, computed once per trajectory); ``out``: float64 vector of
-    :data:`N_LADDER` fields, filled in :data:`LADDER_FIELDS` order. Returns ``(winner,
-    unique)``; the caller checks validity (K ≥ 2, finite) beforehand.
-
-    With ``lazy_lse``, the LSE centre (K exponentials and a logarithm, most of the cost) is
-    computed only where it can matter — a unique winner with L_q > 0, since L_LSE ≤ L_q — and
-    elsewhere ``b_LSE`` is NaN, ``B_LSE`` +inf and ``L_LSE`` −inf (never passing). Every other
-    field, and every pass/fail decision, is the same as without it.
-    """
+@njit(cache=True, nogil=True, inline="always")
+def gaps_at(st, sT, k):
+    """The winner and gap extrema of one trajectory at one depth (``pd:eq:gap-update``,
+    ``pd:eq:reserve``): ``(a, ties, top, m, h, R, max δ, min δ, Σ δ)`` over the first ``k``
+    candidates, with a the lowest maximiser of ``st`` and ``ties`` the number of maximisers."""
     top = -np.inf
     a = 0
     for c in range(k):
@@ -89,7 +80,6 @@ def ladder_at(st, sT, k, lse_T, out, lazy_lse=False):
     dmax = -np.inf
     dmin = np.inf
     dsum = 0.0
-    acc_t = 0.0
     for c in range(k):
         x = np.float64(st[c])
         y = np.float64(sT[c])
@@ -106,13 +96,43 @@ def ladder_at(st, sT, k, lse_T, out, lazy_lse=False):
                 h = d - da
             if sTa - y < R:
                 R = sTa - y
+    return a, ties, top, m, h, R, dmax, dmin, dsum
+
+
+@njit(cache=True, nogil=True, inline="always")
+def q_raw_bounds(m, h, R, dmax, dmin):
+    """``(L_q, L_raw)`` from the gap extrema (``pd:eq:ladder``): ``L_q = min(m − B_q, min(m − h,
+    R))``, ``L_raw = min(m − B_raw, L_q)`` with ``B_q = max δ − min δ``, ``B_raw = B_q +
+    2|mid(δ)|`` — each bound capped by the one above it (see :mod:`.geometry`)."""
+    B_q = dmax - dmin
+    mid = (dmax + dmin) / 2.0
+    L_q = min(m - B_q, min(m - h, R))
+    return L_q, min(m - (B_q + 2.0 * abs(mid)), L_q)
+
+
+@njit(cache=True, nogil=True)
+def ladder_at(st, sT, k, lse_T, out, lazy_lse=False):
+    """The margin ladder of one trajectory at one depth (``pd:eq:gap-update``–``pd:eq:pairing``).
+
+    ``st``, ``sT``: scores at t and at T over the candidate axis (first ``k`` real); ``lse_T``
+    is ``LSE(s_T)`` (:func:`lse`, computed once per trajectory); ``out``: float64 vector of
+    :data:`N_LADDER` fields, filled in :data:`LADDER_FIELDS` order. Returns ``(winner,
+    unique)``; the caller checks validity (K ≥ 2, finite) beforehand.
+
+    With ``lazy_lse``, the LSE centre (K exponentials and a logarithm, most of the cost) is
+    computed only where it can matter — a unique winner with L_q > 0, since L_LSE ≤ L_q — and
+    elsewhere ``b_LSE`` is NaN, ``B_LSE`` +inf and ``L_LSE`` −inf (never passing). Every other
+    field, and every pass/fail decision, is the same as without it.
+    """
+    a, ties, top, m, h, R, dmax, dmin, dsum = gaps_at(st, sT, k)
+    acc_t = 0.0
     b_mean = dsum / k
     B_q = dmax - dmin
     mid = (dmax + dmin) / 2.0
     B_raw = B_q + 2.0 * abs(mid)
     B_mean = B_q + 2.0 * abs(mid - b_mean)
     L_dir = min(m - h, R)
-    L_q = min(m - B_q, L_dir)
+    L_q, L_raw = q_raw_bounds(m, h, R, dmax, dmin)
     if lazy_lse and not (ties == 1 and L_q > 0.0):
         b_lse = np.nan
         B_lse = np.inf
@@ -133,7 +153,7 @@ def ladder_at(st, sT, k, lse_T, out, lazy_lse=False):
     out[F_MID] = mid
     out[F_BM] = b_mean
     out[F_BL] = b_lse
-    out[F_LRAW] = min(m - B_raw, L_q)
+    out[F_LRAW] = L_raw
     out[F_LMEAN] = min(m - B_mean, L_q)
     out[F_LLSE] = L_lse
     out[F_LQ] = L_q

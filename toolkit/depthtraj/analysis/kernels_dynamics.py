@@ -32,6 +32,8 @@ import itertools
 import numpy as np
 from numba import njit
 
+from .kernels import gaps_at, q_raw_bounds
+
 __all__ = [
     "CORRECTNESS_DEPTH_FIELDS",
     "CORRECTNESS_FIELDS",
@@ -206,48 +208,13 @@ def increments_pass(s, K, used, depth_idx):
 @njit(cache=True, nogil=True, inline="always")
 def _raw_and_q_bounds(s, i, jt, jT, a, p, k):
     """``(unique, L_raw, L_q)`` of one trajectory at depth position ``jt`` with endpoint ``jT``
-    (``pd:eq:ladder``): the two bounds the promotion sets test, by exactly the floating-point
-    operations of :func:`depthtraj.analysis.kernels.ladder_at` (``L_dir = min(m - h, R)``,
-    ``L_q = min(m - B_q, L_dir)``, ``L_raw = min(m - B_raw, L_q)``, ``B_raw = B_q + 2|mid|``)
-    without its LSE fields, so P_t agrees bitwise with the earliest depths D_j (tested)."""
-    top = -np.inf
-    w = 0
-    for c in range(k):
-        x = np.float64(s[i, jt, c, a, p])
-        if x > top:
-            top = x
-            w = c
-    ties = 0
-    for c in range(k):
-        if np.float64(s[i, jt, c, a, p]) == top:
-            ties += 1
-    sTa = np.float64(s[i, jT, w, a, p])
-    da = sTa - np.float64(s[i, jt, w, a, p])
-    m = np.inf
-    h = -np.inf
-    R = np.inf
-    dmax = -np.inf
-    dmin = np.inf
-    for c in range(k):
-        x = np.float64(s[i, jt, c, a, p])
-        y = np.float64(s[i, jT, c, a, p])
-        d = y - x
-        if d > dmax:
-            dmax = d
-        if d < dmin:
-            dmin = d
-        if c != w:
-            if top - x < m:
-                m = top - x
-            if d - da > h:
-                h = d - da
-            if sTa - y < R:
-                R = sTa - y
-    B_q = dmax - dmin
-    mid = (dmax + dmin) / 2.0
-    B_raw = B_q + 2.0 * abs(mid)
-    L_q = min(m - B_q, min(m - h, R))
-    return ties == 1, min(m - B_raw, L_q), L_q
+    (``pd:eq:ladder``): the two bounds the promotion sets test, through the same compiled
+    pieces as :func:`depthtraj.analysis.kernels.ladder_at` (:func:`~depthtraj.analysis.kernels.gaps_at`,
+    :func:`~depthtraj.analysis.kernels.q_raw_bounds`) without its LSE fields, so P_t agrees
+    bitwise with the earliest depths D_j (tested)."""
+    _, ties, _, m, h, R, dmax, dmin, _ = gaps_at(s[i, jt, :, a, p], s[i, jT, :, a, p], k)
+    L_q, L_raw = q_raw_bounds(m, h, R, dmax, dmin)
+    return ties == 1, L_raw, L_q
 
 
 @njit(cache=True, nogil=True)
