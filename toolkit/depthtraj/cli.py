@@ -259,7 +259,7 @@ def demo(
     if rc != 0:
         raise typer.Exit(rc)
     # both grids, quarter and native, go to the tables directory (the native ladder is long)
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         rc = run_analyze([store], grids=["quarter", "native"], endpoint=None, bootstrap=2000, seed=0, fmt="csv", out=paths["tables"])
     if rc != 0:
         raise typer.Exit(rc)
@@ -267,7 +267,7 @@ def demo(
         "\nWrote:\n"
         f"  checkpoint  {paths['checkpoint']}   (depthtraj collect --adapter huginn --model {paths['checkpoint']} ...)\n"
         f"  store       {paths['store']}\n"
-        f"  tables      {paths['tables']}/  (quarter and native grids: depth_area.csv, margin_ladder.csv, analysis.json)\n"
+        f"  tables      {paths['tables']}/  (quarter and native grids: every table as CSV, analysis.json, figures as PNG)\n"
         f"Next: depthtraj analyze {paths['store']} --grid native"
     )
 
