@@ -385,3 +385,19 @@ def group_add(acc, codes, x):
             v = x[i, j]
             if v == v:
                 acc[g, j] += v
+
+
+@njit(cache=True, nogil=True)
+def group_sums(X, codes, n_groups):
+    """Per-group sums and counts of the finite entries of ``X`` ``[row, column]`` (float64), rows
+    grouped by ``codes`` ``[row]``: ``(sums, counts)`` ``[group, column]`` in one sweep."""
+    sums = np.zeros((n_groups, X.shape[1]))
+    counts = np.zeros((n_groups, X.shape[1]))
+    for i in range(X.shape[0]):
+        g = codes[i]
+        for j in range(X.shape[1]):
+            v = X[i, j]
+            if np.isfinite(v):
+                sums[g, j] += v
+                counts[g, j] += 1.0
+    return sums, counts

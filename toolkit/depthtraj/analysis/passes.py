@@ -189,26 +189,17 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
     of ``sub`` questions (weights are small integers, summaries fractions) and accumulate in
     float64."""
     codes = np.asarray(codes, dtype=np.int64)
-    order = np.argsort(codes, kind="stable")
-    X = X[order]
-    codes = codes[order]
-    V = np.isfinite(X)
-    X0 = np.where(V, X, 0.0)
-    Vf = V.astype(np.float64)
     cols = X.shape[1]
-    bounds = np.searchsorted(codes, np.arange(n_groups + 1))
-    sums = np.zeros((n_groups, cols))
-    counts = np.zeros((n_groups, cols))
-    for g in range(n_groups):
-        a, b = bounds[g], bounds[g + 1]
-        if a < b:
-            sums[g] = X0[a:b].sum(0)
-            counts[g] = Vf[a:b].sum(0)
+    sums, counts = kern.group_sums(np.ascontiguousarray(X, dtype=np.float64), codes, n_groups)
     boot_s = np.zeros((n_groups, max(draws, 0), cols))
     boot_c = np.zeros((n_groups, max(draws, 0), cols))
     if draws > 0 and len(X):
+        order = np.argsort(codes, kind="stable")
+        X = X[order]
+        codes = codes[order]
+        V = np.isfinite(X)
         keys = np.asarray(keys, dtype=np.uint64)[order]
-        X32 = np.concatenate([X0, Vf], axis=1).astype(np.float32)
+        X32 = np.concatenate([np.where(V, X, 0.0), V], axis=1).astype(np.float32)
         for start in range(0, len(X), sub):
             stop = min(len(X), start + sub)
             W = kern.poisson_weights(keys[start:stop], draws, seed)  # [draws, q] float32
