@@ -49,7 +49,7 @@ def test_table_and_csv(capsys, small_store):
     assert [b.splitlines()[0] for b in blocks] == [
         "# depth_area", "# levels", "# direction", "# centers", "# gains", "# margin_ladder",
         "# permutation", "# tau", "# rho", "# accuracy", "# transitions", "# energy_shares", "# energy",
-        "# weighting", "# depth_prediction", "# marginal", "# precision"]
+        "# weighting", "# depth_prediction", "# marginal", "# scale", "# vocabulary", "# precision"]
     assert "skipped text_geometry" in err and "F1" in err  # a label store: one line, the reason
     rows = list(csv.DictReader(io.StringIO(blocks[0].split("\n", 1)[1])))
     assert len(rows) == 4 and rows[0]["grid_depths"] == "2,4" and rows[0]["W_q_lo"] == ""
@@ -63,8 +63,9 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "accuracy.csv", "analysis.json", "centers.csv", "depth_area.csv", "depth_prediction.csv", "direction.csv",
         "energy.csv", "energy_shares.csv", "energy_shares.png", "gains.csv", "gains.png", "levels.csv",
-        "margin_ladder.csv", "marginal.csv", "permutation.csv", "precision.csv", "precision.png", "rho.csv", "tau.csv",
-        "transitions.csv", "weighting.csv"]
+        "margin_ladder.csv", "marginal.csv", "permutation.csv", "precision.csv", "precision.png", "rho.csv", "scale.csv",
+        "tau.csv",
+        "transitions.csv", "vocabulary.csv", "weighting.csv"]
     for png in out_dir.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     doc = json.loads((out_dir / "analysis.json").read_text())
@@ -264,3 +265,22 @@ def test_marginal_table_matches_the_lazy_function(capsys, small_store):
         assert r["xi_obs_lo"] <= r["xi_obs"] <= r["xi_obs_hi"]
         assert abs(r["xi_perm"] - r["xi_marg"]) <= 5 * r["xi_perm_se"] + 1e-9
     assert {r["window"] for r in rows} == {"all", "4:8"}
+
+
+def test_section6_checks(capsys, small_store):
+    # pd:app:scale: the residual tables equal the lazy function's cells; at α = 1 the LSE centre
+    # residual is a share in [0, 1]; vocabulary invariance holds to rounding (logsumexp stored)
+    from depthtraj.analysis.scale import centre_residual
+    from depthtraj.store import open_store
+
+    code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0)
+    assert code == 0, err
+    t = json.loads(out)["analyses"][0]["tables"]
+    want = centre_residual(open_store(small_store), endpoint=8).compute()
+    for r in t["scale"]["rows"]:
+        w = want.sel(task=r["task"], precision=r["precision"])
+        assert r["lse_residual"] == pytest.approx(float(w["lse_residual"].sel(alpha=r["alpha"])) * 100, abs=1e-9)
+        assert 0 <= r["mean_residual"] <= 100
+    for r in t["vocabulary"]["rows"]:
+        assert r["max_contrast_gap"] <= r["max_tolerance"] and r["max_osc_gap"] <= r["max_tolerance"]
+        assert r["max_log_mass"] <= 1e-6  # label store: candidate-set mass at most one

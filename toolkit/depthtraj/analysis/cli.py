@@ -34,6 +34,9 @@ from .tables import (
     energy_table,
     marginal_table,
     precision_table,
+    scale_table,
+    token_table,
+    vocabulary_table,
     weighting_table,
     permutation_table,
     rho_table,
@@ -174,6 +177,7 @@ def analyze_store(
                 tables["marginal"] = marginal_table(res, cov, **kw4)
             else:
                 skipped["marginal"] = f"needs two recorded depths ≤ T={T}"
+            _section6(ds, tables, skipped, info=info, coord=coord, T=T, n_upto=n_upto, kw4=kw4)
             if len(res.precision) >= 2 and n_upto >= 2:
                 tables["precision"] = precision_table(res, **kw4)
             else:
@@ -220,6 +224,35 @@ def scheduler(spec: str | None):
             yield
     finally:
         client.close()
+
+
+def _section6(ds, tables, skipped, *, info, coord, T, n_upto, kw4):
+    """The §6 checks as tables (each its own lazy, chunk-bounded pass over the store): the
+    centre residual over the α grid, token composition (text stores with ``logprob_first``) and
+    vocabulary invariance (stores with ``logsumexp``)."""
+    from .energy import cell_statistics, vocabulary_invariance
+    from .scale import centre_residual, token_composition
+
+    def cells(x):
+        x = x.compute()
+        return x.rename({coord: kw4["by"]}) if coord != kw4["by"] and coord in x.dims else x
+
+    if n_upto < 2:
+        skipped["scale"] = skipped["tokens"] = skipped["vocabulary"] = f"needs two recorded depths ≤ T={T}"
+        return
+    tables["scale"] = scale_table(cells(centre_residual(ds, endpoint=T, by=coord)), T=T, **kw4)
+    if info["kind"] == "text" and "logprob_first" in ds.variables:
+        tables["tokens"] = token_table(cells(token_composition(ds, endpoint=T, by=coord)), T=T, **kw4)
+    else:
+        skipped["tokens"] = "needs an answer-text store with logprob_first"
+    if "logsumexp" in ds.variables:
+        summ = vocabulary_invariance(ds, endpoint=T)
+        from .energy import CELL_STATISTICS as E_STATS
+
+        rules = {n: E_STATS[n] for n in ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")}
+        tables["vocabulary"] = vocabulary_table(cells(cell_statistics(summ, rules, by=coord)), T=T, **kw4)
+    else:
+        skipped["vocabulary"] = "needs the optional logsumexp variable"
 
 
 def attenuation_windows(recorded, T: int, spec=None):

@@ -53,6 +53,9 @@ __all__ = [
     "energy_shares_table",
     "energy_table",
     "precision_table",
+    "scale_table",
+    "token_table",
+    "vocabulary_table",
     "weighting_table",
     "paper_area_table",
     "permutation_table",
@@ -848,3 +851,64 @@ def marginal_table(res, cov: dict, *, store: str, model: str, readout: str = "F1
                     row["xi_perm_se"] = float(sel["xi_perm_se"]) * 100
                 rows.append(row)
     return Table("marginal", "Common-energy fraction and its marginal reference (pd:app:tab:marginal)", cols, rows)
+
+
+def _lazy_cell_rows(ds_cells, keys: dict[str, tuple[str, str, float]], *, store, model, readout, by, T, extra_dim=None):
+    """Rows cell × arm (× ``extra_dim``) from a computed cell Dataset (dims by, precision[, extra])."""
+    rows = []
+    cells = [str(c) for c in ds_cells[by].values.tolist()]
+    extras = [None] if extra_dim is None else ds_cells[extra_dim].values.tolist()
+    for c in cells:
+        for prec in ds_cells["precision"].values.tolist():
+            for e in extras:
+                row: dict[str, Any] = {"store": store, "model": model, "readout": readout, by: c,
+                                       "precision": str(prec), "T": T}
+                sel = {by: c, "precision": prec}
+                if e is not None:
+                    row[extra_dim] = float(e)
+                for key, (var, _, scale) in keys.items():
+                    if var not in ds_cells:
+                        continue
+                    v = ds_cells[var].sel(sel)
+                    if e is not None and extra_dim in v.dims:
+                        v = v.sel({extra_dim: e})
+                    row[key] = float(v) * scale
+                rows.append(row)
+    return rows
+
+
+def scale_table(cells, *, store: str, model: str, readout: str = "F1", by: str = "task", T: int = 0) -> Table:
+    """The LSE-centre residual Σ2|mid(d) − b_α| / Σ2‖d‖∞ over the α grid beside its
+    mean-centred counterpart (``pd:app:scale``, ``r2:eq:temperature``), % per cell, arm and α,
+    from a computed :func:`~depthtraj.analysis.scale.centre_residual`."""
+    keys = {"lse_residual": ("lse_residual", "LSE residual %", 100.0),
+            "mean_residual": ("mean_residual", "mean residual %", 100.0)}
+    cols = _key_cols(by, Column("alpha", "α", kind="float", digits=2))
+    cols += [Column(k, head, "%", group="value") for k, (_, head, _) in keys.items()]
+    rows = _lazy_cell_rows(cells, keys, store=store, model=model, readout=readout, by=by, T=T, extra_dim="alpha")
+    return Table("scale", "Centre residual under score rescaling (pd:app:scale)", cols, rows)
+
+
+def token_table(cells, *, store: str, model: str, readout: str = "F2", by: str = "task", T: int = 0) -> Table:
+    """First-token / later-token / cross shares of the common energy of answer-text scores
+    (§6 token composition, from ``logprob_first``), % per cell and arm."""
+    keys = {"share_first": ("share_first", "first token %", 100.0), "share_later": ("share_later", "later tokens %", 100.0),
+            "share_cross": ("share_cross", "cross %", 100.0), "n": ("n_questions_tokens", "N", 1.0)}
+    cols = _key_cols(by) + [Column(k, head, "%" if k != "n" else "questions", group="value", digits=2 if k != "n" else 0)
+                            for k, (_, head, _) in keys.items()]
+    rows = _lazy_cell_rows(cells, keys, store=store, model=model, readout=readout, by=by, T=T)
+    return Table("tokens", "Token composition of the common energy (pd:app:extended-precision)", cols, rows)
+
+
+def vocabulary_table(cells, *, store: str, model: str, readout: str = "F1", by: str = "task", T: int = 0) -> Table:
+    """Vocabulary invariance (``pd:eq:vocabulary-invariance``): the largest gaps between the
+    contrasts and oscillations of the stored scores and of the candidate logits z = s +
+    logsumexp, beside the rounding scale, and the largest log candidate-set mass (≤ 0 for a label
+    store), nats, per cell and arm."""
+    keys = {"max_contrast_gap": ("max_contrast_gap", "max ‖P⊥Δs − P⊥Δz‖∞", 1.0),
+            "max_osc_gap": ("max_osc_gap", "max |osc Δs − osc Δz|", 1.0),
+            "max_tolerance": ("max_tolerance", "rounding scale", 1.0),
+            "max_log_mass": ("max_log_mass", "max log M", 1.0)}
+    cols = _key_cols(by) + [Column(k, head, "nats", group="value", digits=8) for k, (_, head, _) in keys.items()]
+    rows = _lazy_cell_rows(cells, keys, store=store, model=model, readout=readout, by=by, T=T)
+    return Table("vocabulary", "Vocabulary invariance with the stored logsumexp (pd:eq:vocabulary-invariance)", cols, rows)
