@@ -383,9 +383,10 @@ def run_analyze(
                                           by=by, selection=selections, windows=(early, late, step),
                                           permutations=permutations)
             # pd:tab:format: every further store against the first, on their shared questions
-            firsts = {}
+            firsts = {}  # per store: its stored score (char mean for text) when several normalisations ran
             for path, ds, parsed in jobs:
-                firsts.setdefault(path, (ds, parsed))
+                if path not in firsts or ds.attrs.get("normalization") in (None, "char"):
+                    firsts[path] = (ds, parsed)
             stores_ = list(firsts.items())
             for path, (ds, parsed) in stores_[1:]:
                 ref_path, (ref, ref_grids) = stores_[0]
