@@ -102,8 +102,10 @@ def analyze(
     late: Annotated[Optional[str], typer.Option(help="§5 attenuation: late window of interval starts, e.g. 24:27.")] = None,
     step: Annotated[Optional[int], typer.Option(help="§5 attenuation: interval length (default 1 with --early/--late).")] = None,
     permutations: Annotated[
-        int, typer.Option(help="Ξ: finite-permutation check of the exact marginal reference (draws; 0: off).")
-    ] = 1000,
+        Optional[int],
+        typer.Option(help="Ξ: finite-permutation check of the exact marginal reference, in draws (0: off; "
+                          "default 1000 up to 50,000 questions, off above)."),
+    ] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:

@@ -55,6 +55,8 @@ from .tables import (
 __all__ = ["FORMATS", "analyze_store", "model_name", "run_analyze", "scheduler"]
 
 FORMATS = ("table", "csv", "json")
+#: Above this many questions the finite-permutation check of Ξ_marg is off unless asked for.
+PERMUTATION_CHECK_MAX = 50_000
 USER_ERROR = 2
 
 
@@ -85,7 +87,7 @@ def analyze_store(
     by: str = "task",
     selection: dict | None = None,
     windows: tuple | None = None,
-    permutations: int = 1000,
+    permutations: int | None = None,
 ) -> list[Analysis]:
     """Every §3–4 table of one store Dataset for each grid (all grids share one endpoint).
 
@@ -168,11 +170,18 @@ def analyze_store(
                 skipped["energy"] = skipped["weighting"] = skipped["depth_prediction"] = win_reason
             if res.extra.get("marginal_windows"):
                 cov = {}
-                if permutations > 0:  # the finite-permutation check of the exact reference
+                n_perm = permutations
+                if n_perm is None:  # auto: the check costs ~ draws × N × depths × K operations
+                    n_perm = 1000 if score.sizes[L.QUESTION] <= PERMUTATION_CHECK_MAX else 0
+                    if not n_perm:
+                        skipped["marginal permutation check"] = (
+                            f"off above {PERMUTATION_CHECK_MAX:,} questions (the exact Ξ_marg is reported); "
+                            "--permutations N forces it")
+                if n_perm > 0:  # the finite-permutation check of the exact reference
                     from .marginal import marginal_covariance
 
                     for win, dest in res.extra["marginal_windows"].items():
-                        c = marginal_covariance(ds, dest, T, by=coord, n_perm=permutations, seed=seed)
+                        c = marginal_covariance(ds, dest, T, by=coord, n_perm=n_perm, seed=seed)
                         cov[win] = (c.rename({coord: by}) if coord != by else c)[["xi_perm", "xi_perm_se"]].compute()
                 tables["marginal"] = marginal_table(res, cov, **kw4)
             else:
@@ -320,7 +329,7 @@ def run_analyze(
     early: str | None = None,
     late: str | None = None,
     step: int | None = None,
-    permutations: int = 1000,
+    permutations: int | None = None,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
@@ -338,7 +347,7 @@ def run_analyze(
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if bootstrap < 0:
         return _error(f"--bootstrap must be ≥ 0, got {bootstrap}")
-    if permutations < 0:
+    if permutations is not None and permutations < 0:
         return _error(f"--permutations must be ≥ 0, got {permutations}")
     if not 0.0 < level < 1.0:
         return _error(f"--level must lie in (0, 1), got {level}")
