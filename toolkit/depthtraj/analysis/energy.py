@@ -309,50 +309,6 @@ def _question_means(s, K, w, upos, ia, ib):
 
 
 @njit(cache=True, nogil=True)
-def _cell_totals(s, K, w, codes, n_groups, upos, ia, ib):
-    """Per-cell sums ``[group, precision, interval, field]`` of the per-question means, and the
-    number of complete questions ``[group, precision]`` (incomplete ones left out)."""
-    nq, _, _, na, npr = s.shape
-    U = upos.shape[0]
-    n_int = ia.shape[0]
-    tot = np.zeros((n_groups, npr, n_int, 9))
-    cnt = np.zeros((n_groups, npr))
-    acc = np.empty((n_int, 9))
-    lse_b = np.empty(U)
-    mean_b = np.empty(U)
-    ok_b = np.empty(U, dtype=np.bool_)
-    buf = np.empty(9)
-    for i in range(nq):
-        k = int(K[i])
-        if k < 2:
-            continue
-        g = codes[i]
-        for p in range(npr):
-            acc[:] = 0.0
-            good = True
-            for a in range(na):
-                wa = w[i, a]
-                if wa == 0.0:
-                    continue
-                _moments(s, i, a, p, k, upos, lse_b, mean_b, ok_b)
-                for u in range(U):
-                    if not ok_b[u]:
-                        good = False
-                if not good:
-                    break
-                for j in range(n_int):
-                    _interval(s, i, a, p, k, upos[ia[j]], upos[ib[j]], lse_b[ia[j]], lse_b[ib[j]], buf)
-                    for f in range(9):
-                        acc[j, f] += wa * buf[f]
-            if good:
-                cnt[g, p] += 1.0
-                for j in range(n_int):
-                    for f in range(9):
-                        tot[g, p, j, f] += acc[j, f]
-    return tot, cnt
-
-
-@njit(cache=True, nogil=True)
 def _depth_moments(s, K):
     """``a = LSE(s_t)`` and ``mean_k s_t`` ``[q, depth, arrangement, precision]`` (NaN where invalid)."""
     nq, nd, _, na, npr = s.shape
@@ -533,13 +489,18 @@ def energy_totals_kernel(s, K, codes, n_groups: int, *, upos, ia, ib, used=None)
     ``n`` ``[group, precision]`` (complete questions). Mean energies are ``sum_X / n``, signed
     shares ``sum_X / sum_E`` (:data:`SHARE_PARTS`, summing to one).
     """
+    from .kernels import group_sums
+
     s, K, w = _prep(s, K, used)
-    tot, cnt = _cell_totals(
-        s, K, w, np.ascontiguousarray(np.asarray(codes).astype(np.int64)), int(n_groups),
-        np.asarray(upos, np.int64), np.asarray(ia, np.int64), np.asarray(ib, np.int64),
-    )
+    X = _question_means(s, K, w, np.asarray(upos, np.int64), np.asarray(ia, np.int64), np.asarray(ib, np.int64))
+    nq, npr, n_int, nf = X.shape
+    # a question is complete for every interval and field or for none: the count of field 0 of
+    # interval 0 is the number of complete questions
+    sums, counts = group_sums(np.ascontiguousarray(X.reshape(nq, -1)),
+                              np.ascontiguousarray(np.asarray(codes).astype(np.int64)), int(n_groups))
+    tot = sums.reshape(int(n_groups), npr, n_int, nf)
     out = {f"sum_{name}": tot[..., j] for name, j in _FIELD.items()}
-    out["n"] = cnt
+    out["n"] = counts.reshape(int(n_groups), npr, n_int, nf)[:, :, 0, 0] if n_int else np.zeros((int(n_groups), npr))
     return out
 
 
