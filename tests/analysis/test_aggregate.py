@@ -131,8 +131,9 @@ def test_one_pass_equals_the_public_functions(case):
     grids = [Grid("a", tuple(case.grid), case.T), Grid("native", tuple(below), case.T)]
     score = score_of(ds)
     groups, codes = cell_labels(score)
-    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=7, seed=2)
+    delayed, meta = store_pass(score, grids, draws=7, seed=2)
     res = finish_pass(delayed.compute(), meta)
+    assert res.groups == groups  # cells in order of first appearance, read chunk by chunk
     W = bootstrap_weights(ds.question.values, 7, seed=2)
     P = len(res.precision)
     sums = res.sums.reshape(len(groups), P, len(grids), -1)
@@ -177,7 +178,7 @@ def test_pass_estimates_equal_cell_estimates(small_store):
     rec = [int(t) for t in ds.depth.values]
     grid = parse_grid("quarter", rec, rec[-1])
     groups, codes = cell_labels(score)
-    delayed, meta = store_pass(score, [grid], codes=codes, groups=groups, draws=300, seed=4)
+    delayed, meta = store_pass(score, [grid], draws=300, seed=4)
     est = pass_estimates(finish_pass(delayed.compute(), meta)).sel(grid="quarter", drop=True)
     want = cell_estimates(question_summary(earliest_depths(ds, grid)).compute(), draws=300, seed=4)
     for v in want.data_vars:
@@ -205,7 +206,7 @@ def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn):
     grid = Grid("g", tuple(case.grid), case.T)
     score = score_of(ds)
     groups, codes = cell_labels(score)
-    delayed, meta = store_pass(score, [grid], codes=codes, groups=groups, draws=5, seed=1)
+    delayed, meta = store_pass(score, [grid], draws=5, seed=1)
     res = finish_pass(delayed.compute(), meta)
     before = [t for t in case.depths if t < case.T]
     dsum = dyn.dynamics_summary(ds, grid, endpoint=case.T).compute()

@@ -222,11 +222,17 @@ def _zarr_store(path: str, storage_options: Mapping[str, Any] | None = None):
     return zarr.storage.LocalStore(str(path))
 
 
-def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks="auto_question"):
+def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks="auto_question",
+               question_index: bool = True):
     """Open a trajectory store as a lazy, dask-backed :class:`xarray.Dataset`.
 
     ``chunks='auto_question'`` (default) keeps the store's own question chunks (other dims
     whole); pass an int to rechunk along ``question`` for analysis.
+
+    ``question_index=False`` leaves the question ids lazy like every other per-question
+    coordinate: nothing as long as the store is loaded (the analyses open stores this way), at
+    the price of label lookups (``.sel(question=...)``; ``ds.set_xindex('question')`` builds the
+    index later). The short dims (depth, candidate, ...) are always indexed.
 
     Raises
     ------
@@ -243,7 +249,10 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
         storage_options=dict(storage_options) if storage_options else None,
         zarr_format=3,
         decode_timedelta=False,
+        create_default_indexes=question_index,
     )
+    if not question_index:  # index the short dims (their values are tiny)
+        ds = ds.assign_coords({d: ds[d].values for d in ds.dims if d != L.QUESTION and d in ds.coords})
     if isinstance(chunks, int):
         ds = ds.chunk({L.QUESTION: chunks})
     return ds

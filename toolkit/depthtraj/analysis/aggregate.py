@@ -175,12 +175,12 @@ def cell_labels(obj, by: str = "task") -> tuple[list[str], np.ndarray]:
     n = obj.sizes[L.QUESTION]
     if by not in obj.coords:
         return ["all"], np.zeros(n, dtype=np.int64)
-    index: dict[str, int] = {}
-    codes = np.fromiter(
-        (index.setdefault(str(v), len(index)) for v in np.asarray(obj[by].values).tolist()),
-        dtype=np.int64, count=n,
-    )
-    return list(index), codes
+    import pandas as pd
+
+    from .questions import _text
+
+    codes, names = pd.factorize(_text(obj[by].values))  # first-appearance order, as str
+    return [str(v) for v in names.tolist()], np.asarray(codes, dtype=np.int64).reshape(n)
 
 
 def _ladder_sums_kernel(valid, unique, *arrays, n_means):

@@ -32,12 +32,25 @@ __all__ = ["format_table", "shared_questions", "text_variants_table"]
 
 def shared_questions(first, second) -> list[str]:
     """Question ids present in both stores, in the first store's order."""
-    other = set(np.asarray(second[L.QUESTION].values).tolist())
-    return [q for q in np.asarray(first[L.QUESTION].values).tolist() if q in other]
+    return [q for q, _ in _shared_positions(first, second)[0]]
+
+
+def _shared_positions(first, second):
+    """``(pairs, pos_first, pos_second)``: the shared ids (in the first store's order) with
+    their positions in each store (works with or without a question index)."""
+    import pandas as pd
+
+    from .questions import _text
+
+    a = pd.Index(_text(first[L.QUESTION].values))
+    b = pd.Index(_text(second[L.QUESTION].values))
+    pos_b = b.get_indexer(a)
+    keep = np.flatnonzero(pos_b >= 0)
+    ids = a[keep].tolist()
+    return list(zip(ids, keep.tolist())), keep, pos_b[keep]
 
 
 def _run(ds, grid_spec, endpoint, *, by, draws, seed):
-    from .aggregate import cell_labels
     from .geometry import score_of
     from .inputs import BY
     from .passes import finish_pass, store_pass
@@ -46,8 +59,8 @@ def _run(ds, grid_spec, endpoint, *, by, draws, seed):
     rec = [int(t) for t in score[L.DEPTH].values]
     T = resolve_endpoint(rec, endpoint)
     grid = parse_grid(grid_spec, rec, T)
-    groups, codes = cell_labels(score, BY.get(by, by))
-    delayed, meta = store_pass(score, [grid], codes=codes, groups=groups, draws=draws, seed=seed)
+    delayed, meta = store_pass(score, [grid], by=BY.get(by, by), draws=draws, seed=seed, energy=False,
+                               marginal=False, scale=False)
     return finish_pass(delayed.compute(), meta), grid
 
 
@@ -88,10 +101,11 @@ def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str],
     from .correctness import endpoint_agreement
     from .inputs import BY
 
-    ids = shared_questions(ref, other)
-    if not ids:
+    pairs, pos_a, pos_b = _shared_positions(ref, other)
+    if not pairs:
         raise ValueError(f"{names[0]} and {names[1]} share no question id")
-    a, b = ref.sel({L.QUESTION: ids}), other.sel({L.QUESTION: ids})
+    ids = [q for q, _ in pairs]
+    a, b = ref.isel({L.QUESTION: pos_a}), other.isel({L.QUESTION: pos_b})
     (ra, ga), (rb, gb) = (_run(a, grid, endpoint, by=by, draws=draws, seed=seed),
                           _run(b, grid, endpoint, by=by, draws=draws, seed=seed))
     arms = [(i, j) for i, p in enumerate(ra.precision) for j, q in enumerate(rb.precision) if p == q]

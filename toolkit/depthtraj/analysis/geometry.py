@@ -111,8 +111,8 @@ def score_of(obj):
     The result carries the per-question coordinate ``n_arrangements`` (A_q, the arrangements
     the question uses: ``0..A_q-1``, spec §4.3; all of them when the input has no
     ``arrangement_order``). It is dask-backed, chunked along ``question`` only (depth and
-    candidate whole);
-    question chunks much smaller than :data:`CHUNK_BYTES` are merged to about that size.
+    candidate whole); question chunks much smaller than :data:`CHUNK_BYTES` are merged to about
+    that size. Its per-question coordinates stay as lazy as the input's, chunked like the scores.
 
     Raises
     ------
@@ -139,22 +139,14 @@ def score_of(obj):
     if "n_arrangements" not in score.coords:
         # spec §4.3: question q uses arrangements 0..A_q-1 (arrangement_order[q, a, 0] >= 0)
         if isinstance(obj, xr.Dataset) and "arrangement_order" in obj.variables:
-            used = (obj["arrangement_order"].isel({L.POSITION: 0}) >= 0).sum(L.ARRANGEMENT)
-            n_arr = np.asarray(used.values, dtype=np.int16)
+            used = (obj["arrangement_order"].isel({L.POSITION: 0}) >= 0).sum(L.ARRANGEMENT).astype(np.int16)
+            n_arr = used.reset_coords(drop=True).variable  # lazy for a dask-backed store
         else:
-            n_arr = np.full(score.sizes[L.QUESTION], score.sizes[L.ARRANGEMENT], dtype=np.int16)
-        score = score.assign_coords(n_arrangements=(L.QUESTION, n_arr))
+            n_arr = (L.QUESTION, np.full(score.sizes[L.QUESTION], score.sizes[L.ARRANGEMENT], dtype=np.int16))
+        score = score.assign_coords(n_arrangements=n_arr)
     score = score.transpose(*L.SCORE_DIMS)
-    # Per-question coordinates (task, n_candidates, ...) are small: hold them in memory, so
-    # every graph downstream depends on the store only through `score` (this also sidesteps
-    # a dask graph-optimisation failure with lazy coordinates shared by data and coords).
-    small = {
-        n: (c.dims, np.asarray(c.values))
-        for n, c in score.coords.items()
-        if c.chunks is not None and c.ndim == 1
-    }
-    if small:
-        score = score.assign_coords(small)
+    # Per-question coordinates (task, n_candidates, ids, ...) stay lazy, chunked like the scores
+    # below: a pass reads them chunk by chunk beside the scores, never whole.
     # Question chunks of about CHUNK_BYTES (stores written with small chunks, e.g. collect's
     # 64 questions, are merged: fewer, larger tasks; memory stays bounded by the chunk size).
     per_question = max(1, int(np.prod([score.sizes[d] for d in L.SCORE_DIMS[1:]])) * score.dtype.itemsize)
@@ -167,7 +159,10 @@ def score_of(obj):
     qchunks = score.chunksizes[L.QUESTION]
     if len(qchunks) > 1 and max(qchunks) < rows // 2:
         score = score.chunk({L.QUESTION: rows})
-    return score
+    qchunks = score.chunks[0]
+    lazy = {n: c.chunk({L.QUESTION: qchunks}) for n, c in score.coords.items()
+            if c.dims == (L.QUESTION,) and n != L.QUESTION and c.chunks is not None and c.chunks[0] != qchunks}
+    return score.assign_coords(lazy) if lazy else score
 
 
 def _recorded(score) -> list[int]:

@@ -261,40 +261,20 @@ def marginal_groups(score, *, by: str = "task", within: Sequence[str] = ("subjec
     (``'cell|subject|K=4|A=1'``), ``codes`` ``[question]`` int64, the cell names, each group's
     cell index and K_g.
     """
-    from .aggregate import cell_labels
+    from .questions import chunk_codes, group_table, question_columns
 
     n = score.sizes[L.QUESTION]
-    cells, ccodes = cell_labels(score, by)
-    K = np.asarray(score["n_candidates"].values).astype(np.int64)
-    if used is None:
-        A = np.full(n, score.sizes[L.ARRANGEMENT], dtype=np.int64)
+    if used is not None:
+        A = np.asarray(used, dtype=bool).sum(1).astype(np.int64)
+    elif "n_arrangements" in score.coords:
+        A = np.asarray(score["n_arrangements"].values, dtype=np.int64)
     else:
-        A = np.asarray(used, dtype=bool).sum(1)
-    cols = [np.asarray(score[c].values) for c in within
-            if c in score.coords and score[c].dims == (L.QUESTION,) and c != "n_candidates"]
-    # integer code per key column, then one code per distinct key row (vectorised: no Python loop
-    # over questions); groups are numbered in order of first appearance
-    parts = [np.asarray(ccodes, dtype=np.int64)]
-    names_of = [cells]
-    for col in cols:
-        uniq, inv = np.unique(col if col.dtype.kind != "O" else col.astype(np.dtypes.StringDType()), return_inverse=True)
-        parts.append(inv.astype(np.int64).ravel())
-        names_of.append([str(u) for u in uniq.tolist()])
-    parts += [K, A]
-    keys = np.stack(parts, axis=1) if n else np.zeros((0, len(parts)), dtype=np.int64)
-    radix = keys.max(axis=0) + 1 if n else np.ones(len(parts), dtype=np.int64)
-    flat = np.zeros(n, dtype=np.int64)
-    for j in range(len(parts)):  # one mixed-radix integer per key row (1-D unique is fast)
-        flat = flat * int(radix[j]) + keys[:, j]
-    _, first, inv = np.unique(flat, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # group ids by first appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    codes = rank[np.asarray(inv).ravel()].astype(np.int64)
-    rows = keys[first[order]]
-    names = ["|".join([cells[r[0]]] + [names_of[j + 1][r[j + 1]] for j in range(len(cols))] + [f"K={r[-2]}", f"A={r[-1]}"])
-             for r in rows.tolist()]
-    return names, codes, cells, rows[:, 0].astype(np.int64), rows[:, -2].astype(np.int64)
+        A = np.full(n, score.sizes[L.ARRANGEMENT], dtype=np.int64)
+    score = score.assign_coords(n_arrangements=(L.QUESTION, A))
+    cols = question_columns(score, by=by, within=within)
+    table = group_table(cols)
+    _, codes = chunk_codes({k: np.asarray(v) for k, v in cols.items()}, table.index, table.cell_of)
+    return table.names, codes, table.cells, table.cell_of, table.K_of
 
 
 def _group_seed(seed: int, name: str) -> list[int]:

@@ -102,31 +102,40 @@ ENERGY_BOOT = ("Q_early", "C_early", "E_early", "E_M_early", "E_kappa_early", "E
                "Q_late", "C_late", "E_late", "E_M_late", "E_kappa_late", "E_cross_late", "q_late", "zero_late",
                "complete_windows")
 ENERGY_SUM = ("c", "Q", "C", "E", "dlogM", "dkappa", "E_M", "E_kappa", "E_cross", "complete_energy")
+#: §6 centre-residual sums folded into the pass (:mod:`.scale`, ``pd:app:scale``): summed only.
+SCALE_SUM = ("raw_radius", "mean_excess", "lse_excess", "complete_scale")
 #: Questions per block of per-question summaries inside a chunk (memory bound).
 ROWS = 4096
 
 
-def _chunk(block, K, A_used, codes, keys, label, mcodes=None, *, n_groups, union_idx, t_idx, member, union_depths, T,
-           draws, seed, sub, dyn, eng=None, mrg=None):
-    """One question chunk -> (sums, counts, boot_sums, boot_counts, ladder totals, D_j
-    histogram, sum-only sums, sum-only counts)."""
+def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
+           draws, seed, sub, dyn, eng=None, mrg=None, scl=None):
+    """One question chunk -> ``(cells, group rows, by-cell arrays, by-group arrays)``.
+
+    ``cols`` are the chunk's per-question columns (:func:`~.questions.question_columns`): K,
+    A_q, label, ids and cell keys. Cells and marginal groups are the chunk's own (in order of
+    first appearance); :func:`_merge` adds chunk results by name. By-cell arrays: sums, counts,
+    boot sums, boot counts, ladder totals, D_j histogram, sum-only sums and counts; by-group
+    arrays: the marginal group sums."""
+    from .questions import local_codes
+
     s = np.asarray(block)
-    K = np.asarray(K, dtype=np.int64)
-    A_used = np.asarray(A_used, dtype=np.int64)
+    K = np.asarray(cols["K"], dtype=np.int64)
+    A_used = np.asarray(cols["A"], dtype=np.int64)
+    label = np.asarray(cols["label"], dtype=np.int64)
+    cells, rows, codes, mcodes = local_codes(cols)
+    n_groups = len(cells)
+    keys = question_keys(cols["id"]) if draws > 0 else np.zeros(len(K), np.uint64)
     X, tot, hist = kern.geometry_pass(
-        s, K, A_used, np.asarray(codes, dtype=np.int64), n_groups,
+        s, K, A_used, codes, n_groups,
         union_idx, t_idx, member, union_depths, float(T),
     )
     nq = X.shape[0]
     X = X.reshape(nq, -1)  # geometry columns: (precision, grid, field)
-    codes = np.asarray(codes, dtype=np.int64)
-    keys = np.asarray(keys, dtype=np.uint64)
+    used = np.arange(s.shape[3])[None, :] < A_used[:, None]
     if dyn is not None:
         from .correctness import correctness_kernel
         from .dynamics import dynamics_kernel
-
-        used = np.arange(s.shape[3])[None, :] < A_used[:, None]
-        label = np.asarray(label)
     out = None
     # Per-question summaries are reduced block by block (ROWS questions): their columns, and the
     # float64 copies the NumPy kernels make, never exist for a whole chunk at once.
@@ -144,7 +153,7 @@ def _chunk(block, K, A_used, codes, keys, label, mcodes=None, *, n_groups, union
         if eng is not None:
             from .energy import attenuation_kernel, energy_kernel
 
-            used_e = np.arange(s.shape[3])[None, :] < A_used[sl, None]
+            used_e = used[sl]
             if eng.get("windows") is not None:
                 w = eng["windows"]
                 at = attenuation_kernel(s[sl], K[sl], upos=w["upos"], ia=w["ia"], ib=w["ib"],
@@ -155,8 +164,8 @@ def _chunk(block, K, A_used, codes, keys, label, mcodes=None, *, n_groups, union
         if mrg is not None:
             from .marginal import marginal_kernel
 
-            used_m = np.arange(s.shape[3])[None, :] < A_used[sl, None]
-            mc = np.asarray(mcodes)[sl]
+            used_m = used[sl]
+            mc = mcodes[sl]
             gsum = []
             for win in ("all", "late"):
                 src, dst = mrg[win]
@@ -165,9 +174,14 @@ def _chunk(block, K, A_used, codes, keys, label, mcodes=None, *, n_groups, union
                 # per marginal group (cell × subject × K × A_i): Σω, Σω d, Σω‖d‖², Σω C
                 for v in ("xi_n", "xi_S", "xi_E_t", "xi_C_t"):
                     x = np.asarray(mk[v], dtype=np.float64)
-                    acc = np.zeros((mrg["n_groups"],) + x.shape[1:])
+                    acc = np.zeros((len(rows),) + x.shape[1:])
                     kern.group_add(acc.reshape(len(acc), -1), mc, x.reshape(m, -1))
                     gsum.append(acc)
+        if scl is not None:
+            from .scale import centre_residual_kernel
+
+            sc_ = centre_residual_kernel(s[sl], K[sl], depth_idx=scl["depth_idx"], alphas=scl["alphas"], used=used[sl])
+            s_cols += [sc_[v].reshape(m, -1) for v in SCALE_SUM]
         r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
                     seed=seed, sub=sub)
         if s_cols:
@@ -176,9 +190,9 @@ def _chunk(block, K, A_used, codes, keys, label, mcodes=None, *, n_groups, union
         else:
             ss = sc = np.zeros((n_groups, 0))
         r = r + (ss, sc) + (tuple(gsum) if mrg is not None else ())
-        out = r if out is None else _add(out, r)
+        out = r if out is None else tuple(x + y for x, y in zip(out, r))
     sums, counts, boot_s, boot_c, ss, sc, *marg = out
-    return (sums, counts, boot_s, boot_c, tot, hist, ss, sc, *marg)
+    return cells, rows, (sums, counts, boot_s, boot_c, tot, hist, ss, sc), tuple(marg)
 
 
 def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
@@ -214,36 +228,55 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
     return sums, counts, boot_s, boot_c
 
 
-def _add(a, b):
-    return tuple(x + y for x, y in zip(a, b))
+def _merge(a, b):
+    """Two chunk results (:func:`_chunk`) added cell by cell and group by group, by name; the
+    union keeps ``a``'s order first, so an ordered tree keeps first appearance."""
+    from .questions import merge_keys
+
+    out = []
+    for (ka, xa), (kb, xb) in (((a[0], a[2]), (b[0], b[2])), ((a[1], a[3]), (b[1], b[3]))):
+        keys, ib = merge_keys(ka, kb)
+        arrays = []
+        for x, y in zip(xa, xb):
+            z = np.zeros((len(keys),) + x.shape[1:], dtype=np.result_type(x, y))
+            z[:len(ka)] = x
+            z[ib] += y
+            arrays.append(z)
+        out.append((keys, tuple(arrays)))
+    (cells, xs), (rows, gs) = out
+    return cells, rows, xs, gs
 
 
 def _tree_sum(parts):
     import dask
 
-    add = dask.delayed(_add, pure=True)
+    add = dask.delayed(_merge, pure=True)
     while len(parts) > 1:
         parts = [add(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
     return parts[0]
 
 
-def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Sequence[str],
+def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequence[str] = ("subject",),
                draws: int = 5000, seed: int = 0, sub: int = 1024, dynamics: bool = True,
                energy: bool = True, windows: tuple | None = None, marginal: bool = True,
-               marginal_by: str = "task"):
+               scale: bool = True, alphas: Sequence[float] | None = None):
     """The delayed pass over ``score`` (see the module docstring).
 
     Parameters
     ----------
     score
         dask-backed ``score`` DataArray (question, depth, candidate, arrangement, precision),
-        chunked along question only, with ``n_candidates`` (as from
-        :func:`~depthtraj.analysis.geometry.score_of`).
+        chunked along question only, with ``n_candidates`` and ``n_arrangements`` (as from
+        :func:`~depthtraj.analysis.geometry.score_of`). Its per-question coordinates are read
+        chunk by chunk beside the scores (:mod:`.questions`), never whole.
     grids
         candidate grids sharing one endpoint T.
-    codes, groups
-        each question's cell index ``[question]`` and the cell names.
+    by, within
+        the cell coordinate (``task``, ``subject``, ``n_candidates``; absent: one cell
+        ``'all'``) and the further coordinates of the marginal groups. The cell and group
+        names are found by one streaming pre-pass over these 1-D coordinates
+        (:func:`~.questions.group_table`) when the pass is built.
     draws, seed
         bootstrap draws (0: none) and seed.
     dynamics
@@ -261,8 +294,11 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
         (:mod:`.marginal`, ``pd:app:eq:xi``) over all adjacent increments ≤ T (``xi_C_all``,
         ``xi_E_all``) and over those with destination ≥ T/2 (``xi_C_late``, ``xi_E_late``),
         plus the per-group sums of the exact marginal reference Ξ_marg
-        (``pd:app:eq:covariance``; groups of :func:`~depthtraj.analysis.marginal.marginal_groups`
-        within the cells of coordinate ``marginal_by``).
+        (``pd:app:eq:covariance``; groups cell × ``within`` × K × A_q).
+    scale, alphas
+        also fold in the §6 centre-residual sums over the adjacent increments ≤ T and the α
+        grid (:mod:`.scale`, ``pd:app:scale``; default α grid
+        :data:`~depthtraj.analysis.scale.DEFAULT_ALPHAS`); summed only.
 
     Returns
     -------
@@ -272,9 +308,12 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
     Raises
     ------
     ValueError
-        when no grid is given, the grids disagree on T, or a grid depth is not recorded.
+        when no grid is given, the grids disagree on T, a grid depth is not recorded, or an α
+        is not positive.
     """
     import dask
+
+    from .questions import question_columns
 
     grids = list(grids)
     if not grids:
@@ -288,12 +327,9 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
         raise ValueError(f"depths {missing} are not recorded in the store")
     union = sorted({t for g in grids for t in g.depths})
     member = np.array([[t in g.depths for t in union] for g in grids], dtype=bool).reshape(len(grids), len(union))
-    K = np.asarray(score["n_candidates"].values).astype(np.int64)
-    A_used = np.asarray(score["n_arrangements"].values).astype(np.int64)
-    keys = question_keys(score[L.QUESTION].values) if draws > 0 else np.zeros(len(K), np.uint64)
-    codes = np.asarray(codes, dtype=np.int64)
-    label = (np.asarray(score["label"].values).astype(np.int64) if "label" in score.coords
-             else np.full(len(K), -1, dtype=np.int64))
+    cols = question_columns(score, by=by, within=within if marginal else ())
+    if draws <= 0:
+        cols.pop("id")  # bootstrap keys only
     upto = [t for t in recorded if t <= T]
     before = [t for t in recorded if t < T]
     dyn = None
@@ -318,32 +354,33 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
     if marginal and len(upto) >= 2:
         from .marginal import destination_increments
 
-        from .marginal import marginal_groups
-
         mrg, mrg_windows, mrg_depths = {}, {}, {}
         for win, dest in (("all", None), ("late", f"{max(T // 2, upto[1])}:{T}")):
             pairs = destination_increments(recorded, T, dest)
             mrg[win] = ([recorded.index(a) for a, _ in pairs], [recorded.index(b) for _, b in pairs])
             mrg_windows[win] = dest
             mrg_depths[win] = [b for _, b in pairs]
-        used_all = np.arange(score.sizes[L.ARRANGEMENT])[None, :] < A_used[:, None]
-        mgroups, mcodes, mcells, mcell_of, mK_of = marginal_groups(score, by=marginal_by, used=used_all)
-        mrg["n_groups"] = len(mgroups)
+    scl = None
+    if scale and len(upto) >= 2:
+        from .scale import DEFAULT_ALPHAS, _alphas
+
+        scl = {"depth_idx": [recorded.index(t) for t in upto],
+               "alphas": _alphas(DEFAULT_ALPHAS if alphas is None else alphas)}
     kw = dict(
-        n_groups=len(groups), union_idx=np.array([recorded.index(t) for t in union], dtype=np.int64),
+        union_idx=np.array([recorded.index(t) for t in union], dtype=np.int64),
         t_idx=recorded.index(T), member=member, union_depths=np.asarray(union, dtype=np.float64),
         T=T, draws=int(draws), seed=int(seed), sub=int(sub), dyn=dyn,
-        eng=None if eng is None else {k: v for k, v in eng.items() if k != "pairs"}, mrg=mrg,
+        eng=None if eng is None else {k: v for k, v in eng.items() if k != "pairs"}, mrg=mrg, scl=scl,
     )
-    run = dask.delayed(_chunk, pure=True)
-    parts, start = [], 0
-    for blk, nq in zip(score.data.to_delayed().ravel(), score.chunks[0]):
-        sl = slice(start, start + nq)
-        start += nq
-        parts.append(run(blk, K[sl], A_used[sl], codes[sl], keys[sl], label[sl], None if mrg is None else mcodes[sl], **kw))
+    # pure=False: task keys need no hashing of the (chunk-sized) arguments
+    run = dask.delayed(_chunk, pure=False)
+    names = list(cols)
+    col_blocks = [cols[n].to_delayed().ravel() for n in names]
+    parts = [run(blk, dict(zip(names, cb)), **kw)
+             for blk, *cb in zip(score.data.to_delayed().ravel(), *col_blocks)]
     if not parts:  # no question: one empty chunk gives correctly shaped zeros
         empty = np.zeros((0,) + tuple(score.shape[1:]), dtype=score.dtype)
-        parts.append(run(empty, K[:0], A_used[:0], codes[:0], keys[:0], label[:0], None if mrg is None else mcodes[:0], **kw))
+        parts.append(run(empty, {n: np.zeros(0, np.int64) for n in names}, **kw))
     P = score.sizes[L.PRECISION]
     shapes = {}
     if dyn is not None:
@@ -366,15 +403,18 @@ def store_pass(score, grids: Sequence[Grid], *, codes: np.ndarray, groups: Seque
         xi = ("xi_C_all", "xi_E_all", "xi_C_late", "xi_E_late")
         boot_order += xi
         shapes.update({v: (P,) for v in xi})
+    if scl is not None:
+        sum_order += SCALE_SUM
+        shapes.update({v: (P, len(scl["alphas"])) if v == "lse_excess" else (P,) for v in SCALE_SUM})
     meta = dict(
         marginal_windows=None if mrg is None else mrg_windows,
-        marginal_groups=None if mrg is None else dict(cell_names=mcells, cell_of=mcell_of, K_of=mK_of,
-                                                      depths=mrg_depths, groups=mgroups),
+        marginal_depths=None if mrg is None else mrg_depths,
         boot_order=boot_order, sum_order=sum_order,
         energy_pairs=None if eng is None else eng["pairs"],
         energy_windows=None if eng is None or eng["windows"] is None else (windows, eng["windows"]["pairs"]),
+        scale_alphas=None if scl is None else scl["alphas"],
         dyn_shapes=shapes, corr_depths=before, dyn_grid=grids[0],
-        groups=list(groups), grids=grids, endpoint=T, ladder_depths=union,
+        grids=grids, endpoint=T, ladder_depths=union,
         precision=[str(p) for p in score[L.PRECISION].values.tolist()], draws=int(draws), seed=int(seed),
     )
     return _tree_sum(parts), meta
@@ -387,16 +427,22 @@ def finish_pass(values, meta) -> PassResult:
     boot_counts)`` with shapes ``[group, precision, ...]`` / ``[group, draw, precision, ...]``
     and ``extra['sum'][name] = (sums, counts)``; ``extra['corr_depths']`` the depths t of the
     per-depth correctness summaries and ``extra['dyn_grid']`` the grid of the grid-based ones."""
-    sums, counts, boot_s, boot_c, tot, hist, ssum, scount, *marg = values
+    cells, rows, by_cell, marg = values
+    sums, counts, boot_s, boot_c, tot, hist, ssum, scount = by_cell
     G = len(meta["grids"])
     P = len(meta["precision"])
     n_geo = P * G * len(GEOMETRY_COLUMNS)
     columns = [(name, g.name, p) for p in meta["precision"] for g in meta["grids"] for name in GEOMETRY_COLUMNS]
     extra: dict = {"boot": {}, "sum": {}, "corr_depths": meta["corr_depths"], "dyn_grid": meta["dyn_grid"],
                    "energy_pairs": meta["energy_pairs"], "energy_windows": meta["energy_windows"],
-                   "marginal_windows": meta["marginal_windows"]}
+                   "marginal_windows": meta["marginal_windows"], "scale_alphas": meta.get("scale_alphas")}
     if marg:
-        extra["marginal"] = _marginal_reference(marg, meta)
+        from .questions import group_name
+
+        pos = {c: i for i, c in enumerate(cells)}
+        extra["marginal"] = _marginal_reference(marg, dict(
+            cell_names=list(cells), cell_of=np.array([pos[r[0]] for r in rows], dtype=np.int64),
+            K_of=np.array([int(r[-2]) for r in rows], dtype=np.int64), groups=[group_name(r) for r in rows]))
     shapes = meta["dyn_shapes"]
     if shapes:
         ng, nd = sums.shape[0], boot_s.shape[1]
@@ -416,20 +462,19 @@ def finish_pass(values, meta) -> PassResult:
             pos += n
             extra["sum"][v] = (ssum[:, sl].reshape((ng,) + shapes[v]), scount[:, sl].reshape((ng,) + shapes[v]))
     return PassResult(
-        groups=meta["groups"], columns=columns, sums=sums[:, :n_geo], counts=counts[:, :n_geo],
+        groups=[str(c) for c in cells], columns=columns, sums=sums[:, :n_geo], counts=counts[:, :n_geo],
         boot_sums=boot_s[:, :, :n_geo], boot_counts=boot_c[:, :, :n_geo], ladder=tot,
         ladder_depths=meta["ladder_depths"], precision=meta["precision"], grids=meta["grids"],
         endpoint=meta["endpoint"], draws=meta["draws"], seed=meta["seed"], hist=hist, extra=extra,
     )
 
 
-def _marginal_reference(marg, meta) -> dict:
+def _marginal_reference(marg, info) -> dict:
     """Per window: ``xi_marg`` and ``xi_obs`` ``[cell, precision]`` (fractions) and the cell names,
     from the per-group sums (``pd:app:eq:covariance``: Σ_g [E_g + ((1ᵀS_g)² − ‖S_g‖²)/n_g]/K_g
     over the cell's groups and destination depths, divided by the cell's Σ E)."""
     from .marginal import xi_from_group_sums
 
-    info = meta["marginal_groups"]
     cell_of, K_of = info["cell_of"], info["K_of"]
     n_cells = len(info["cell_names"])
     out = {"cells": list(info["cell_names"]), "groups": len(info["groups"])}

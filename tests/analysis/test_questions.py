@@ -1,0 +1,80 @@
+"""Per-question inputs read chunk by chunk (:mod:`depthtraj.analysis.questions`): the pass never
+holds a whole per-question column, and its results do not depend on how questions are chunked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from depthtraj.store import open_store
+
+
+def _pass(ds, chunk, draws=20):
+    from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
+
+    score = score_of(ds)
+    score = score.chunk({"question": chunk})
+    rec = [int(t) for t in ds.depth.values]
+    grids = [parse_grid(g, rec, rec[-1]) for g in ("quarter", "native")]
+    delayed, meta = store_pass(score, grids, by="task", draws=draws, seed=3, windows=((1, 2), (5, 6), 1))
+    return finish_pass(delayed.compute(), meta)
+
+
+def test_question_ids_and_coordinates_stay_lazy(small_store):
+    from depthtraj.analysis import score_of
+
+    ds = open_store(small_store, question_index=False)
+    assert "question" not in ds.indexes and "depth" in ds.indexes and "precision" in ds.indexes
+    score = score_of(ds)
+    for name in ("question", "task", "subject", "n_candidates", "label", "n_arrangements"):
+        assert score[name].chunks is not None, name  # dask-backed: read chunk by chunk
+        assert score[name].chunks[0] == score.chunks[0], name
+
+
+@pytest.mark.parametrize("chunk", [5, 16, 64])
+def test_pass_does_not_depend_on_chunking_or_the_index(small_store, chunk):
+    # cells and marginal groups come from each chunk's own keys merged by name in order of
+    # first appearance: the same names, order and sums for any chunking, with or without an index
+    ref = _pass(open_store(small_store), 64)
+    got = _pass(open_store(small_store, question_index=False), chunk)
+    assert got.groups == ref.groups
+    np.testing.assert_allclose(got.sums, ref.sums, rtol=1e-12)
+    np.testing.assert_array_equal(got.counts, ref.counts)
+    np.testing.assert_allclose(got.boot_sums, ref.boot_sums, rtol=1e-6)
+    np.testing.assert_allclose(got.ladder, ref.ladder, rtol=1e-12, atol=1e-12)
+    for win in ("all", "late"):
+        for key in ("xi_marg", "xi_obs", "n"):
+            np.testing.assert_allclose(got.extra["marginal"][win][key], ref.extra["marginal"][win][key], rtol=1e-12)
+    for name, (s, c) in ref.extra["sum"].items():
+        np.testing.assert_allclose(got.extra["sum"][name][0], s, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_cells_and_groups_are_in_order_of_first_appearance():
+    from depthtraj.analysis.questions import group_name, local_codes, merge_keys
+
+    cols = {"cell": np.array(["b", "a", "b", "c"], dtype=object), "within:subject": np.array(["x", "y", "x", "x"]),
+            "K": np.array([4, 4, 4, 5]), "A": np.array([1, 1, 1, 1])}
+    cells, rows, cc, gc = local_codes(cols)
+    assert cells == ["b", "a", "c"] and cc.tolist() == [0, 1, 0, 2]
+    assert rows == [("b", "x", 4, 1), ("a", "y", 4, 1), ("c", "x", 5, 1)] and gc.tolist() == [0, 1, 0, 2]
+    assert group_name(rows[2]) == "c|x|K=5|A=1"
+    keys, pos = merge_keys(["a", "b"], ["c", "a"])
+    assert keys == ["a", "b", "c"] and pos.tolist() == [2, 0]
+
+
+def test_marginal_groups_match_a_plain_loop(small_store):
+    from depthtraj.analysis import score_of
+    from depthtraj.analysis.marginal import marginal_groups
+
+    ds = open_store(small_store)
+    score = score_of(ds)
+    names, codes, cells, cell_of, K_of = marginal_groups(score)
+    A = np.asarray(score.n_arrangements.values)
+    seen: dict = {}
+    want = [seen.setdefault(f"{t}|{s}|K={k}|A={a}", len(seen))
+            for t, s, k, a in zip(ds.task.values.tolist(), ds.subject.values.tolist(),
+                                  ds.n_candidates.values.tolist(), A.tolist())]
+    assert names == list(seen) and codes.tolist() == want
+    assert cells == list(dict.fromkeys(ds.task.values.tolist()))
+    assert [cells[c] for c in cell_of] == [n.split("|")[0] for n in names]
+    assert K_of.tolist() == [int(n.split("K=")[1].split("|")[0]) for n in names]

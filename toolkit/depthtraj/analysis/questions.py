@@ -1,0 +1,218 @@
+"""Per-question inputs of a pass, read chunk by chunk: cells, marginal groups and bootstrap keys.
+
+A store's per-question coordinates (``n_candidates``, ``n_arrangements``, ``label``, the
+question ids, ``task``, ``subject``) are as long as the store. An analysis never holds them
+whole: :func:`question_columns` gives them lazily, chunked like ``score``; the pass reads each
+chunk's columns beside its scores and turns them into cell codes (:func:`chunk_codes`) and
+bootstrap keys (:func:`~depthtraj.analysis.passes.question_keys`) there.
+
+Codes need the cell and group names up front, so :func:`group_table` first streams the few
+key columns once and keeps only their distinct rows: memory is bounded by the number of groups
+(cells × subjects × K × A_q, a few hundred), never by the number of questions.
+
+Cells are the values of a ``by`` coordinate (``task``, ``subject``, ``n_candidates``; the single
+cell ``'all'`` without one), in order of first appearance. Marginal groups
+(``pd:app:eq:covariance``) are the distinct (cell, within-coordinates, K, A_q) rows, also in order
+of first appearance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import layout as L
+
+__all__ = ["GroupTable", "chunk_codes", "group_table", "local_codes", "merge_keys", "question_columns"]
+
+#: The column holding each question's cell value in :func:`question_columns`.
+CELL = "cell"
+
+
+def _aligned(x, chunks):
+    """A 1-D array (NumPy or dask) as a dask array with the given question chunks."""
+    import dask.array as da
+
+    if isinstance(x, da.Array):
+        return x.rechunk((chunks,)) if x.chunks != (tuple(chunks),) else x
+    return da.from_array(np.asarray(x), chunks=(tuple(chunks),))
+
+
+def question_columns(score, *, by: str = "task", within: Sequence[str] = ("subject",)) -> dict:
+    """The per-question inputs of a pass over ``score``, lazily, chunked like it.
+
+    ``score`` is an analysis ``score`` DataArray (:func:`~depthtraj.analysis.geometry.score_of`:
+    dask-backed, chunked along question only, with ``n_candidates`` and ``n_arrangements``).
+
+    Returns
+    -------
+    dict of 1-D dask arrays over ``question``: ``K`` (``n_candidates``), ``A`` (``n_arrangements``),
+    ``label`` (−1 when absent), ``id`` (question ids), ``cell`` (the ``by`` coordinate; absent:
+    no such coordinate, every question in cell ``'all'``) and one per present ``within``
+    coordinate (``within:<name>``).
+    """
+    chunks = score.chunks[0] if score.chunks is not None else (score.sizes[L.QUESTION],)
+    n = score.sizes[L.QUESTION]
+
+    def coord(name):
+        c = score[name]
+        return _aligned(c.data if c.chunks is not None else np.asarray(c.values), chunks)
+
+    out = {"K": coord("n_candidates"), "A": coord("n_arrangements"), "id": coord(L.QUESTION)}
+    out["label"] = coord("label") if "label" in score.coords else _aligned(np.full(n, -1, np.int8), chunks)
+    if by in score.coords and score[by].dims == (L.QUESTION,):
+        out[CELL] = coord(by)
+    for name in within:
+        if name in score.coords and score[name].dims == (L.QUESTION,) and name != "n_candidates":
+            out[f"within:{name}"] = coord(name)
+    return out
+
+
+def _text(x) -> np.ndarray:
+    """Values as text (cells are compared as ``str(value)``): an object array of str."""
+    x = np.asarray(x)
+    if x.dtype.kind in "TO":
+        return np.array([str(v) for v in x.tolist()], dtype=object) if x.dtype.kind == "O" else x.astype(object)
+    return x.astype(str).astype(object)
+
+
+def _key_frame(cols: dict):
+    """The key columns (cell, within..., K, A) of one chunk as a pandas DataFrame of str/int."""
+    import pandas as pd
+
+    n = len(cols["K"])
+    frame = {CELL: _text(cols[CELL]) if CELL in cols else np.full(n, "all", dtype=object)}
+    for name, x in cols.items():
+        if name.startswith("within:"):
+            frame[name] = _text(x)
+    frame["K"] = np.asarray(cols["K"]).astype(np.int64)
+    frame["A"] = np.asarray(cols["A"]).astype(np.int64)
+    return pd.DataFrame(frame)
+
+
+def _distinct(cols: dict):
+    return _key_frame(cols).drop_duplicates(ignore_index=True)
+
+
+def _merge(a, b):
+    import pandas as pd
+
+    return pd.concat([a, b], ignore_index=True).drop_duplicates(ignore_index=True)
+
+
+def group_name(row: tuple) -> str:
+    """The name ``'cell|subject|K=4|A=1'`` of a key row ``(cell, within..., K, A)``."""
+    return "|".join([str(x) for x in row[:-2]] + [f"K={int(row[-2])}", f"A={int(row[-1])}"])
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    """The distinct key rows of a store's questions (see the module docstring).
+
+    ``rows``: pandas DataFrame, one row per marginal group (columns ``cell``, ``within:*``,
+    ``K``, ``A``) in order of first appearance; ``cells``: the cell names in order of first
+    appearance; ``cell_of``, ``K_of`` ``[group]`` int64: each group's cell index and K.
+    """
+
+    rows: object
+    cells: list[str]
+    cell_of: np.ndarray
+    K_of: np.ndarray
+
+    @property
+    def names(self) -> list[str]:
+        """Group names ``'cell|subject|K=4|A=1'``."""
+        return [group_name(r) for r in self.rows.itertuples(index=False, name=None)]
+
+    @property
+    def index(self):
+        import pandas as pd
+
+        return pd.MultiIndex.from_frame(self.rows)
+
+
+def group_table(columns: dict) -> GroupTable:
+    """Stream the key columns of :func:`question_columns` once (chunk by chunk, on the current
+    dask scheduler) and return their :class:`GroupTable`. Memory: the distinct rows of a chunk
+    and of the running union, never a whole column."""
+    import dask
+
+    keys = {k: v for k, v in columns.items() if k in (CELL, "K", "A") or k.startswith("within:")}
+    names = list(keys)
+    blocks = [v.to_delayed().ravel() for v in keys.values()]
+    distinct = dask.delayed(lambda *xs: _distinct(dict(zip(names, xs))), pure=False)
+    merge = dask.delayed(_merge, pure=False)
+    parts = [distinct(*bs) for bs in zip(*blocks)]
+    if not parts:
+        rows = _distinct({k: np.zeros(0, np.int64) for k in names})
+    else:
+        while len(parts) > 1:  # ordered pairwise merge: first appearance is kept
+            parts = [merge(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                     for i in range(0, len(parts), 2)]
+        rows = parts[0].compute()
+    cells = list(dict.fromkeys(rows[CELL].tolist()))
+    pos = {c: i for i, c in enumerate(cells)}
+    return GroupTable(rows=rows, cells=cells,
+                      cell_of=np.array([pos[c] for c in rows[CELL].tolist()], dtype=np.int64),
+                      K_of=rows["K"].to_numpy(np.int64))
+
+
+def local_codes(cols: dict):
+    """One chunk's own cells and groups, in order of first appearance within the chunk.
+
+    Returns
+    -------
+    (cells, rows, cell_codes, group_codes): the chunk's cell names, its distinct key rows
+    (tuples ``(cell, within..., K, A)``), and each question's index into them (``[question]``
+    int64). Chunk results keyed this way are merged by name (:func:`merge_keys`), so a pass
+    needs no vocabulary up front.
+    """
+    import pandas as pd
+
+    frame = _key_frame(cols)
+    n = len(frame)
+    if not n:
+        return [], [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    flat = np.zeros(n, dtype=np.int64)
+    for name in frame.columns:  # one mixed-radix integer per key row, then a 1-D factorize
+        c, u = pd.factorize(frame[name].to_numpy())
+        flat = flat * len(u) + c
+    g, _ = pd.factorize(flat)
+    g = np.asarray(g, dtype=np.int64)
+    first = np.full(g.max() + 1, n, dtype=np.int64)
+    np.minimum.at(first, g, np.arange(n))
+    rows = list(frame.iloc[first].itertuples(index=False, name=None))
+    cc, cells = pd.factorize(np.array([r[0] for r in rows], dtype=object))
+    rows = [tuple(r[:-2]) + (int(r[-2]), int(r[-1])) for r in rows]
+    return [str(c) for c in cells.tolist()], rows, np.asarray(cc, np.int64)[g], g
+
+
+def merge_keys(a: list, b: list) -> tuple[list, np.ndarray]:
+    """The ordered union of two key lists (``a`` first) and the positions of ``b``'s keys in it."""
+    pos = {k: i for i, k in enumerate(a)}
+    out = list(a)
+    for k in b:
+        if k not in pos:
+            pos[k] = len(out)
+            out.append(k)
+    return out, np.array([pos[k] for k in b], dtype=np.int64)
+
+
+def chunk_codes(cols: dict, index, cell_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(cell codes, group codes)`` ``[question]`` int64 of one chunk's columns against a
+    :class:`GroupTable` (its ``index`` and ``cell_of``).
+
+    Raises
+    ------
+    ValueError
+        when a question's key row is not in the table (the table came from another store).
+    """
+    import pandas as pd
+
+    frame = _key_frame(cols)
+    g = np.asarray(index.get_indexer(pd.MultiIndex.from_frame(frame)), dtype=np.int64)
+    if len(g) and g.min() < 0:
+        raise ValueError("a question's cell key is missing from the group table")
+    return np.asarray(cell_of, dtype=np.int64)[g], g
