@@ -91,6 +91,8 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
         (dict(normalization="token"), "applies to answer-text stores"),
         (dict(normalization="median"), "--normalization must be one of"),
         (dict(scheduler_spec="fastest"), "--scheduler must be"),
+        (dict(scale_check="0.5,-2"), "--scale-check: every scale α must be a positive number"),
+        (dict(scale_check="two"), "--scale-check expects positive numbers"),
     ],
 )
 def test_user_errors_are_one_line(capsys, small_store, kwargs, message):
@@ -284,3 +286,22 @@ def test_section6_checks(capsys, small_store):
     for r in t["vocabulary"]["rows"]:
         assert r["max_contrast_gap"] <= r["max_tolerance"] and r["max_osc_gap"] <= r["max_tolerance"]
         assert r["max_log_mass"] <= 1e-6  # label store: candidate-set mass at most one
+
+
+def test_scale_check_table(capsys, small_store):
+    # r9:eq:scale-equivariance as a check users run from the CLI: every homogeneous statistic
+    # recomputed on α s agrees with its value on s (exactly for powers of two), winners are
+    # kept, and the non-homogeneous W_LSE is reported beside them
+    code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0, scale_check="0.1,4")
+    assert code == 0, err
+    analyses = json.loads(out)["analyses"]
+    rows = analyses[0]["tables"]["scale_check"]["rows"]
+    assert [r["alpha"] for r in rows] == [0.1, 4.0]
+    for r in rows:
+        assert r["holds"] == "yes" and r["winners_kept"] == 100.0
+        devs = [v for k, v in r.items() if k.startswith("dev_") and k != "dev_W_LSE"]
+        assert devs and all(v <= 1e-9 for v in devs)
+        if r["alpha"] == 4.0:
+            assert all(v == 0.0 for v in devs)
+    code, out, _ = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0)
+    assert "scale_check" not in json.loads(out)["analyses"][0]["tables"]  # opt-in: a pass per α

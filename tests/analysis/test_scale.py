@@ -230,3 +230,18 @@ def test_lazy_until_computed(small_store):
         for name, x in obj.data_vars.items():
             assert x.chunks is not None, name
     assert summ["lse_excess"].chunks[0] == score_of(ds).chunks[0]
+
+
+def test_the_pass_gives_the_centre_residual_cells(small_store):
+    # the CLI's scale table comes from the store pass (no second read): the same cells as the
+    # lazy centre_residual
+    from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
+    from depthtraj.analysis.scale import centre_residual_cells
+
+    ds = xr.open_zarr(small_store)
+    rec = [int(t) for t in ds.depth.values]
+    delayed, meta = store_pass(score_of(ds), [parse_grid("quarter", rec, rec[-1])], draws=0)
+    got = centre_residual_cells(finish_pass(delayed.compute(), meta))
+    want = centre_residual(ds).compute()
+    for v in ("lse_residual", "mean_residual", "n_questions_scale"):
+        np.testing.assert_allclose(got[v].transpose(*want[v].dims).values, want[v].values, rtol=1e-12, err_msg=v)

@@ -106,6 +106,11 @@ def analyze(
         typer.Option(help="Ξ: finite-permutation check of the exact marginal reference, in draws (0: off; "
                           "default 1000 up to 50,000 questions, off above)."),
     ] = None,
+    scale_check: Annotated[
+        Optional[str],
+        typer.Option(help="§6: recompute every homogeneous statistic on α·s for these α (e.g. 0.1,0.5,4,10; "
+                          "'default' = the paper's grid) and add the scale_check table (one more pass per α)."),
+    ] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:
@@ -116,7 +121,7 @@ def analyze(
         run_analyze(
             stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
-            early=early, late=late, step=step, permutations=permutations,
+            early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
         )
     )
 

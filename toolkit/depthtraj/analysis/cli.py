@@ -16,10 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 
 from .. import layout as L
-from .aggregate import cell_labels, ladder_totals_cells
+from .aggregate import ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
 from .geometry import score_of
 from .grid import Grid, parse_grid, resolve_endpoint
@@ -34,6 +33,7 @@ from .tables import (
     energy_table,
     marginal_table,
     precision_table,
+    scale_check_table,
     scale_table,
     token_table,
     vocabulary_table,
@@ -88,6 +88,7 @@ def analyze_store(
     selection: dict | None = None,
     windows: tuple | None = None,
     permutations: int | None = None,
+    scale_check: Sequence[float] | None = None,
 ) -> list[Analysis]:
     """Every §3–4 table of one store Dataset for each grid (all grids share one endpoint).
 
@@ -110,12 +111,10 @@ def analyze_store(
         raise ValueError("all grids of one store must share the endpoint")
     score = score_of(ds)
     coord = BY.get(by, by)
-    groups, codes = cell_labels(score, coord)
     recorded = [int(t) for t in score[L.DEPTH].values]
     win, win_reason = attenuation_windows(recorded, T, windows)
-    delayed, meta = store_pass(score, grids, codes=codes, groups=groups, draws=draws, seed=seed, windows=win,
-                               marginal_by=coord)
     with _progress():
+        delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, windows=win)
         res = finish_pass(delayed.compute(), meta)
     model = model_name(ds)
     info = readout_info(ds)
@@ -123,7 +122,7 @@ def analyze_store(
     readout = info["label"] + (f" {norm}" if info["kind"] == "text" else "")
     est_all = pass_estimates(res, by=by, level=level)
     cells = ladder_totals_cells(res, by=by)
-    labelled = "label" in score.coords and bool((np.asarray(score["label"].values) >= 0).any())
+    labelled = "label" in score.coords and bool((score["label"] >= 0).any().compute())
     n_upto = sum(1 for t in score[L.DEPTH].values if int(t) <= T)
     out = []
     for gi, g in enumerate(grids):
@@ -186,7 +185,14 @@ def analyze_store(
                 tables["marginal"] = marginal_table(res, cov, **kw4)
             else:
                 skipped["marginal"] = f"needs two recorded depths ≤ T={T}"
-            _section6(ds, tables, skipped, info=info, coord=coord, T=T, n_upto=n_upto, kw4=kw4)
+            _section6(ds, res, tables, skipped, info=info, coord=coord, T=T, n_upto=n_upto, kw4=kw4)
+            if scale_check:  # r9:eq:scale-equivariance: every homogeneous statistic on α s
+                from .scale import scale_invariance
+
+                with _progress():
+                    inv = scale_invariance(ds, alphas=scale_check, grid=g.name if g.depths else "quarter",
+                                           endpoint=T, by=coord).compute()
+                tables["scale_check"] = scale_check_table(inv, store=store, model=model, readout=readout, T=T)
             if len(res.precision) >= 2 and n_upto >= 2:
                 tables["precision"] = precision_table(res, **kw4)
             else:
@@ -235,12 +241,12 @@ def scheduler(spec: str | None):
         client.close()
 
 
-def _section6(ds, tables, skipped, *, info, coord, T, n_upto, kw4):
-    """The §6 checks as tables (each its own lazy, chunk-bounded pass over the store): the
-    centre residual over the α grid, token composition (text stores with ``logprob_first``) and
-    vocabulary invariance (stores with ``logsumexp``)."""
+def _section6(ds, res, tables, skipped, *, info, coord, T, n_upto, kw4):
+    """The §6 checks as tables: the centre residual over the α grid (from the pass ``res``),
+    token composition (text stores with ``logprob_first``) and vocabulary invariance (stores
+    with ``logsumexp``; each its own lazy, chunk-bounded pass over the store)."""
     from .energy import cell_statistics, vocabulary_invariance
-    from .scale import centre_residual, token_composition
+    from .scale import centre_residual_cells, token_composition
 
     def cells(x):
         x = x.compute()
@@ -249,7 +255,7 @@ def _section6(ds, tables, skipped, *, info, coord, T, n_upto, kw4):
     if n_upto < 2:
         skipped["scale"] = skipped["tokens"] = skipped["vocabulary"] = f"needs two recorded depths ≤ T={T}"
         return
-    tables["scale"] = scale_table(cells(centre_residual(ds, endpoint=T, by=coord)), T=T, **kw4)
+    tables["scale"] = scale_table(centre_residual_cells(res, by=kw4["by"]), T=T, **kw4)
     if info["kind"] == "text" and "logprob_first" in ds.variables:
         tables["tokens"] = token_table(cells(token_composition(ds, endpoint=T, by=coord)), T=T, **kw4)
     else:
@@ -307,6 +313,27 @@ def _normalizations(spec) -> list[str | None]:
     return out or [None]
 
 
+def _scale_alphas(spec) -> list[float] | None:
+    """``--scale-check``: None | ``'default'`` (the paper's α grid) | ``'0.1,0.5,4'`` | floats."""
+    from .scale import DEFAULT_ALPHAS, _alphas
+
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        if spec.strip() == "default":
+            return list(DEFAULT_ALPHAS)
+        try:
+            values = [float(x) for x in spec.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"--scale-check expects positive numbers such as 0.1,0.5,4,10 or 'default', got {spec!r}") from None
+    else:
+        values = [float(x) for x in spec]
+    try:
+        return _alphas(values)
+    except ValueError as exc:
+        raise ValueError(f"--scale-check: {exc}") from None
+
+
 def _error(message: str) -> int:
     print(f"depthtraj: error: {message}", file=sys.stderr)
     return USER_ERROR
@@ -330,6 +357,7 @@ def run_analyze(
     late: str | None = None,
     step: int | None = None,
     permutations: int | None = None,
+    scale_check: str | Sequence[float] | None = None,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
@@ -355,6 +383,10 @@ def run_analyze(
         return _error(f"--by must be one of {', '.join(BY)}, got {by!r}")
     if not stores:
         return _error("no store given")
+    try:
+        alphas = _scale_alphas(scale_check)
+    except ValueError as exc:
+        return _error(str(exc))
     grids = list(grids) or ["quarter", "native"]
     endpoints = [None] if endpoint is None else ([endpoint] if isinstance(endpoint, int) else list(endpoint) or [None])
     try:
@@ -362,7 +394,7 @@ def run_analyze(
         norms = _normalizations(normalization)
         opened = []
         for path in stores:
-            ds = open_store(path)
+            ds = open_store(path, question_index=False)  # per-question coordinates stay lazy
             if "score" not in ds.data_vars:
                 raise ValueError(f"{path}: the store has no 'score' variable")
             opened.append((str(path), ds))
@@ -390,7 +422,7 @@ def run_analyze(
             for path, ds, parsed in jobs:
                 analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
                                           by=by, selection=selections, windows=(early, late, step),
-                                          permutations=permutations)
+                                          permutations=permutations, scale_check=alphas)
             # pd:tab:format: every further store against the first, on their shared questions
             firsts = {}  # per store: its stored score (char mean for text) when several normalisations ran
             for path, ds, parsed in jobs:

@@ -58,6 +58,7 @@ __all__ = [
     "SCALE_VARS",
     "TOKEN_VARS",
     "centre_residual",
+    "centre_residual_cells",
     "centre_residual_kernel",
     "centre_residual_summary",
     "precision_arms",
@@ -247,6 +248,38 @@ def centre_residual(ds, alphas=DEFAULT_ALPHAS, depths: Sequence[int] | None = No
     summ = centre_residual_summary(ds, alphas, depths, endpoint)
     rules = {n: CELL_STATISTICS[n] for n in ("lse_residual", "mean_residual", "n_questions_scale")}
     out = cell_statistics(summ, rules, by=by)
+    out["lse_residual"].attrs.update(units="fraction", paper="pd:app:scale", long_name="Σ2|mid(d) - b_α| / Σ2‖d‖∞")
+    out["mean_residual"].attrs.update(units="fraction", paper="pd:eq:centering",
+                                      long_name="Σ2|mid(d) - mean(d)| / Σ2‖d‖∞")
+    return out
+
+
+def centre_residual_cells(res, *, by: str = "task"):
+    """:func:`centre_residual`'s cell values from a :func:`~depthtraj.analysis.passes.store_pass`
+    result (its ``scale`` sums), without another read of the store.
+
+    Returns
+    -------
+    xarray.Dataset (in memory): ``lse_residual`` (``by``, precision, alpha), ``mean_residual``
+    (``by``, precision) (fractions) and ``n_questions_scale`` (``by``, precision).
+
+    Raises
+    ------
+    KeyError
+        when the pass was built with ``scale=False``.
+    """
+    import xarray as xr
+
+    tot = {v: res.extra["sum"][v][0] for v in ("raw_radius", "mean_excess", "lse_excess", "complete_scale")}
+    den = np.where(tot["raw_radius"] > 0, tot["raw_radius"], np.nan)
+    al = list(res.extra["scale_alphas"])
+    dims = (by, L.PRECISION)
+    out = xr.Dataset(
+        {"lse_residual": (dims + ("alpha",), tot["lse_excess"] / den[..., None]),
+         "mean_residual": (dims, tot["mean_excess"] / den),
+         "n_questions_scale": (dims, tot["complete_scale"])},
+        coords={by: list(res.groups), L.PRECISION: list(res.precision), "alpha": al},
+    )
     out["lse_residual"].attrs.update(units="fraction", paper="pd:app:scale", long_name="Σ2|mid(d) - b_α| / Σ2‖d‖∞")
     out["mean_residual"].attrs.update(units="fraction", paper="pd:eq:centering",
                                       long_name="Σ2|mid(d) - mean(d)| / Σ2‖d‖∞")

@@ -79,7 +79,7 @@ class Column:
     header: str
     unit: str = ""
     interval: bool = False
-    kind: str = "float"  # str | int | float
+    kind: str = "float"  # str | int | float | sci (scientific notation)
     group: str = "key"  # "key" columns repeat in every rich sub-table
     show: bool = True  # shown by the rich renderer (hidden ones go to the title)
     digits: int = 2
@@ -158,7 +158,7 @@ def _json_value(v):
         return int(v)
     if isinstance(v, (float, np.floating)):
         f = float(v)
-        return None if not math.isfinite(f) else round(f, 10)
+        return None if not math.isfinite(f) else float(f"{f:.12g}")  # 12 significant digits
     return v
 
 
@@ -413,6 +413,8 @@ def _fmt(c: Column, row: dict, *, multiline: bool = True) -> str:
         return str(int(v))
     if not math.isfinite(float(v)):
         return "–"
+    if c.kind == "sci":
+        return f"{float(v):.{c.digits}e}"
     s = f"{float(v):.{c.digits}f}"
     lo, hi = row.get(f"{c.key}_lo"), row.get(f"{c.key}_hi")
     if c.interval and lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
@@ -887,6 +889,54 @@ def scale_table(cells, *, store: str, model: str, readout: str = "F1", by: str =
     cols += [Column(k, head, "%", group="value") for k, (_, head, _) in keys.items()]
     rows = _lazy_cell_rows(cells, keys, store=store, model=model, readout=readout, by=by, T=T, extra_dim="alpha")
     return Table("scale", "Centre residual under score rescaling (pd:app:scale)", cols, rows)
+
+
+#: Homogeneous statistics of :func:`~depthtraj.analysis.scale.scale_invariance` (scale-free
+#: after dividing Q and C by α²), each with its table key and unit scale (fractions -> %).
+SCALE_CHECK_STATS: dict[str, tuple[str, float]] = {
+    "winners_kept": ("winners kept %", 100.0), "W_raw": ("W_raw", 100.0), "W_mean": ("W_mean", 100.0),
+    "W_q": ("W_q", 100.0), "W_dir": ("W_dir", 100.0), "W_res": ("W_res", 100.0), "tau": ("τ", 100.0),
+    "D": ("D = ΣQ/ΣE", 100.0), "xi_obs": ("Ξ_obs", 100.0), "Q_per_alpha2": ("Q/α²", 1.0),
+    "C_per_alpha2": ("C/α²", 1.0),
+}
+
+
+def scale_check_table(inv, *, store: str, model: str, readout: str = "F1", T: int = 0, tol: float = 1e-9) -> Table:
+    """The α-rescaling check (``r9:eq:scale-equivariance``, ``pd:app:scale``): per α, the
+    largest deviation over cells and arms of every homogeneous statistic recomputed on ``α s``
+    from its value on ``s`` (W_j, τ, D, Ξ_obs in pp; Q/α², C/α² in nats²), the fraction of
+    winners kept, whether all deviations are within ``tol`` (relative to the statistic's size)
+    and, for contrast, the deviation of the non-homogeneous W_LSE. ``inv`` is a computed
+    :func:`~depthtraj.analysis.scale.scale_invariance`."""
+    cols = [Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
+            Column("readout", "Readout", kind="str"), Column("T", "T", kind="int"),
+            Column("alpha", "α", kind="float", digits=2), Column("holds", "invariant", kind="str", group="value")]
+    cols += [Column(f"dev_{k}", f"Δ {head}", "pp" if sc == 100.0 and k != "winners_kept" else ("%" if k == "winners_kept" else "nats²"),
+                    group="value", kind="sci", digits=1) for k, (head, sc) in SCALE_CHECK_STATS.items()
+             if k != "winners_kept"]
+    cols.insert(6, Column("winners_kept", "winners kept", "%", group="value", digits=4))
+    cols.append(Column("dev_W_LSE", "Δ W_LSE (not homogeneous)", "pp", group="value", digits=6))
+    rows = []
+    for a in inv["alpha"].values.tolist():
+        row: dict[str, Any] = {"store": store, "model": model, "readout": readout, "T": T, "alpha": float(a)}
+        ok = True
+        for k, (_, sc) in SCALE_CHECK_STATS.items():
+            if k == "winners_kept":
+                row[k] = 100.0 * float(inv[k].sel(alpha=a))
+                ok &= row[k] == 100.0
+                continue
+            if f"deviation_{k}" not in inv:
+                continue
+            dev = float(inv[f"deviation_{k}"].sel(alpha=a))
+            size = float(np.nanmax(np.abs(inv[k].sel(alpha=a).values))) if inv[k].size else 0.0
+            row[f"dev_{k}"] = dev * sc
+            ok &= bool(np.isnan(dev) or dev <= tol * max(1.0, size))
+        if "deviation_W_LSE" in inv:
+            row["dev_W_LSE"] = 100.0 * float(inv["deviation_W_LSE"].sel(alpha=a))
+        row["holds"] = "yes" if ok else "NO"
+        rows.append(row)
+    return Table("scale_check", "Invariance of the homogeneous statistics under s → α s (r9:eq:scale-equivariance)",
+                 cols, rows)
 
 
 def token_table(cells, *, store: str, model: str, readout: str = "F2", by: str = "task", T: int = 0) -> Table:
