@@ -4,9 +4,10 @@ the slow reference (issue "Analysis I", performance section).
 Measures, side by side in one run:
 
 1. **suite vs read** — on a synthetic N × 33 × 4 float32 store (default N = 1,000,000): the
-   time of one plain read of ``score`` (every chunk decompressed and summed) and of the full
-   analysis pass (:func:`depthtraj.analysis.store_pass`, quarter and native grids together,
-   bootstrap off and on), each in a fresh process that also reports its peak RSS;
+   time of one plain read of ``score`` (every chunk decompressed and summed), of the analysis
+   pass by sections (:func:`depthtraj.analysis.store_pass`, quarter and native grids together)
+   and of the command ``depthtraj analyze`` end to end (bootstrap off and on), each in a fresh
+   process that also reports its peak RSS;
 2. **memory** — peak RSS of the same suite at a second, larger N (``--sizes``), to show it is
    flat in N;
 3. **bootstrap** — the pass with a 5,000-draw paired bootstrap of every W_j at N = 2,704
@@ -52,18 +53,19 @@ def _child(args) -> dict:
     import dask
     import numpy as np
 
-    from depthtraj.analysis import cell_labels, finish_pass, parse_grid, score_of, store_pass
+    from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
+    from depthtraj.analysis.cli import attenuation_windows, run_analyze
     from depthtraj.store import open_store
 
     dask.config.set(scheduler="threads")
-    ds = open_store(args.store)
+    ds = open_store(args.store, question_index=False)
     score = score_of(ds)
     rec = [int(t) for t in ds.depth.values]
     T = rec[-1]
     grids = [parse_grid(g, rec, T) for g in args.grids.split("+")]
-    groups, codes = cell_labels(score)
+    windows, _ = attenuation_windows(rec, T)
     # warm the compiled kernels (cached on disk after the first run) on a few questions
-    d, meta = store_pass(score.isel(question=slice(0, 8)), grids, codes=codes[:8], groups=groups, draws=2)
+    d, meta = store_pass(score.isel(question=slice(0, 8)), grids, draws=2, windows=windows)
     d.compute()
     out = {}
     if args.child == "read":
@@ -71,12 +73,23 @@ def _child(args) -> dict:
         score.data.sum().compute()
         out["seconds"] = time.perf_counter() - t
     elif args.child == "suite":
-        flags = {"geometry": dict(dynamics=False, energy=False, marginal=False),
-                 "s34": dict(dynamics=True, energy=False, marginal=False), "all": {}}[args.sections]
+        flags = {"geometry": dict(dynamics=False, energy=False, marginal=False, scale=False),
+                 "s34": dict(dynamics=True, energy=False, marginal=False, scale=False),
+                 "s5": dict(dynamics=False, energy=True, marginal=True, scale=False, windows=windows),
+                 "all": dict(windows=windows)}[args.sections]
         t = time.perf_counter()
-        d, meta = store_pass(score, grids, codes=codes, groups=groups, draws=args.draws, **flags)
+        d, meta = store_pass(score, grids, draws=args.draws, **flags)
         finish_pass(d.compute(), meta)
         out["seconds"] = time.perf_counter() - t
+    elif args.child == "cli":  # the command itself: every table of the store, JSON to /dev/null
+        import contextlib
+
+        t = time.perf_counter()
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            rc = run_analyze([args.store], grids=args.grids.split("+"), bootstrap=args.draws, fmt="json")
+        out["seconds"] = time.perf_counter() - t
+        if rc != 0:
+            raise SystemExit(f"depthtraj analyze exited {rc}")
     elif args.child == "reference":
         sys.path.insert(0, str(ROOT))
         from tests.analysis.reference import ref_area, ref_earliest
@@ -104,11 +117,11 @@ def _measure(store: Path, what: str, grids: str, draws: int = 0, sections: str =
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--child", choices=["read", "suite", "reference"])
+    ap.add_argument("--child", choices=["read", "suite", "cli", "reference"])
     ap.add_argument("--store")
     ap.add_argument("--grids", default="quarter+native")
     ap.add_argument("--draws", type=int, default=0)
-    ap.add_argument("--sections", choices=["geometry", "s34", "all"], default="all")
+    ap.add_argument("--sections", choices=["geometry", "s34", "s5", "all"], default="all")
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "depthtraj-bench"))
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 5_000_000])
     ap.add_argument("--chunk", type=int, default=8192, help="store chunk (questions)")
@@ -127,18 +140,22 @@ def main(argv: list[str]) -> int:
         _make(p, n, args.chunk)
 
     print(f"# Analysis pass vs one read of `score` ({os.cpu_count()} cores, threads scheduler)\n")
-    print("Sections: §3 = ladder, D_j, W_j on quarter + native grids; §3–4 adds dynamics and correctness; "
-          "§3–6 adds energies and the marginal reference. Ratios are to the read in the same run.\n")
-    print("| N × 33 × 4 | read score | §3 | §3–4 | §3–6 | §3–6, 5000 draws | peak RSS (§3–6) |")
-    print("|---|---|---|---|---|---|---|")
+    print("Pass sections (`store_pass`, quarter + native grids, no bootstrap): §3 = ladder, D_j, W_j; §3–4 adds "
+          "dynamics and correctness; §5 = energies, attenuation windows and the marginal reference alone; "
+          "§3–6 = everything the command computes. `analyze` = the command `depthtraj analyze STORE --format json` "
+          "end to end (open, pass, every table), without and with the 5,000-draw bootstrap. "
+          "Ratios are to the read in the same run; peak RSS is the largest of the runs at that N.\n")
+    print("| N × 33 × 4 | read score | §3 | §3–4 | §5 | §3–6 | analyze | analyze, 5000 draws | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         read = _measure(stores[n], "read", "quarter+native")
-        r = {sec: _measure(stores[n], "suite", "quarter+native", sections=sec) for sec in ("geometry", "s34", "all")}
-        boot = _measure(stores[n], "suite", "quarter+native", draws=5000) if n == args.sizes[0] else None
+        r = {sec: _measure(stores[n], "suite", "quarter+native", sections=sec) for sec in ("geometry", "s34", "s5", "all")}
+        r["cli"] = _measure(stores[n], "cli", "quarter+native")
+        r["boot"] = _measure(stores[n], "cli", "quarter+native", draws=5000)
         cell = lambda m: f"{m['seconds']:.2f} s ({m['seconds'] / read['seconds']:.1f}×)"  # noqa: E731
-        rss = max([m["peak_rss_mb"] for m in r.values()] + ([boot["peak_rss_mb"]] if boot else []))
-        print(f"| {n:,} | {read['seconds']:.2f} s | {cell(r['geometry'])} | {cell(r['s34'])} | {cell(r['all'])} | "
-              f"{cell(boot) if boot else '–'} | {rss:.0f} MB |")
+        rss = max(m["peak_rss_mb"] for m in r.values())
+        print(f"| {n:,} | {read['seconds']:.2f} s | {cell(r['geometry'])} | {cell(r['s34'])} | {cell(r['s5'])} | "
+              f"{cell(r['all'])} | {cell(r['cli'])} | {cell(r['boot'])} | {rss:.0f} MB |")
     b0 = _measure(stores[2704], "suite", "quarter+native", draws=0)
     b1 = _measure(stores[2704], "suite", "quarter+native", draws=5000)
     print(f"\nBootstrap, N = 2,704, 5,000 draws, all W_j of two grids and every increment (§3–6 pass): "
