@@ -222,30 +222,36 @@ def xi_from_group_sums(n, S, E, K):
 def permutation_sums(d, n_perm: int = 1000, rng=None) -> np.ndarray:
     """Σ_i (1ᵀd^σ_i)² for ``n_perm`` independent draws of coordinate permutations (vectorised).
 
-    ``d`` ``[m, K]``: the m (equally weighted) increment vectors of one group and depth. Each
-    draw permutes every coordinate independently and uniformly across the m observations
-    (``pd:app:eq:covariance``); coordinate 0 is held fixed, which leaves the joint law of the
-    pairing unchanged (relabel the observations by σ_0). Returns float64 ``[n_perm]`` (nats²);
-    memory is bounded by batching the draws.
+    ``d`` ``[m, K]``: the m (equally weighted) increment vectors of one group and depth, or
+    ``[J, m, K]``: those of J depths of the same m observations. Each draw permutes every
+    coordinate independently and uniformly across the m observations (``pd:app:eq:covariance``);
+    coordinate 0 is held fixed, which leaves the joint law of the pairing unchanged (relabel the
+    observations by σ_0). The J depths share each draw's permutations (each depth's draws keep
+    their law; one shuffle serves every depth, the costly part). Returns float64 ``[n_perm]`` or
+    ``[J, n_perm]`` (nats²); memory is bounded by batching the draws.
     """
     rng = np.random.default_rng(rng)
     d = np.asarray(d, dtype=np.float64)
-    m, K = d.shape
-    out = np.empty(int(n_perm))
+    single = d.ndim == 2
+    if single:
+        d = d[None]
+    J, m, K = d.shape
+    n_perm = int(n_perm)
+    out = np.empty((J, n_perm))
     if m == 0:
         out[:] = 0.0
-        return out
-    if K < 2 or m == 1:
-        out[:] = (d.sum(1) ** 2).sum()
-        return out
-    dT = np.ascontiguousarray(d.T)  # [K, m]
-    batch = max(1, min(int(n_perm), _PERM_BUDGET // (K * m)))
-    for b0 in range(0, int(n_perm), batch):
-        B = min(batch, int(n_perm) - b0)
-        idx = rng.permuted(np.broadcast_to(np.arange(m), (B, K - 1, m)), axis=-1)
-        y = dT[0][None, :] + np.take_along_axis(np.broadcast_to(dT[1:], (B, K - 1, m)), idx, axis=-1).sum(1)
-        out[b0:b0 + B] = (y * y).sum(-1)
-    return out
+    elif K < 2 or m == 1:
+        out[:] = (d.sum(2) ** 2).sum(1)[:, None]
+    else:
+        dT = np.ascontiguousarray(np.moveaxis(d, 2, 1))  # [J, K, m]
+        batch = max(1, min(n_perm, _PERM_BUDGET // (K * m)))
+        for b0 in range(0, n_perm, batch):
+            B = min(batch, n_perm - b0)
+            idx = rng.permuted(np.broadcast_to(np.arange(m), (B, K - 1, m)), axis=-1)
+            for j in range(J):
+                y = dT[j, 0][None, :] + np.take_along_axis(np.broadcast_to(dT[j, 1:], (B, K - 1, m)), idx, axis=-1).sum(1)
+                out[j, b0:b0 + B] = (y * y).sum(-1)
+    return out[0] if single else out
 
 
 def marginal_groups(score, *, by: str = "task", within: Sequence[str] = ("subject", "n_candidates"), used=None):
@@ -293,15 +299,16 @@ def _group_permutations(block, k, u, *, src, dst, n_perm, seed, name):
     out = np.zeros((P, len(src), int(n_perm)))
     rng = np.random.default_rng(_group_seed(seed, name))
     uu = np.asarray(u, dtype=bool)
+    src, dst = list(src), list(dst)
     for p in range(P):
         rows = done[:, p]
         if not rows.any():
             continue
-        for j, (a, b) in enumerate(zip(src, dst)):
-            d = (block[rows, b, :Kg] - block[rows, a, :Kg]).astype(np.float64)  # [q, K, A, P]
-            d = np.moveaxis(d[..., p], 2, 1)[uu[rows]]  # [pairs, K] (used arrangements)
-            omega = 1.0 / max(int(uu[rows][0].sum()), 1)
-            out[p, j] = permutation_sums(d, n_perm, rng) * omega / Kg
+        bp = block[rows][..., p]  # [q, depth, candidate, A]
+        d = (bp[:, dst, :Kg] - bp[:, src, :Kg]).astype(np.float64)  # [q, J, K, A]
+        d = np.moveaxis(d, (1, 3), (0, 2))[:, uu[rows]]  # [J, pairs, K] (used arrangements)
+        omega = 1.0 / max(int(uu[rows][0].sum()), 1)
+        out[p] = permutation_sums(d, n_perm, rng) * omega / Kg
     return out
 
 

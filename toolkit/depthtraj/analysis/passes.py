@@ -122,7 +122,7 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
     s = np.asarray(block)
     K = np.asarray(cols["K"], dtype=np.int64)
     A_used = np.asarray(cols["A"], dtype=np.int64)
-    label = np.asarray(cols["label"], dtype=np.int64)
+    label = np.asarray(cols["label"], dtype=np.int64) if "label" in cols else np.full(len(K), -1, np.int64)
     cells, rows, codes, mcodes = local_codes(cols)
     n_groups = len(cells)
     keys = question_keys(cols["id"]) if draws > 0 else np.zeros(len(K), np.uint64)
@@ -330,6 +330,8 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
     cols = question_columns(score, by=by, within=within if marginal else ())
     if draws <= 0:
         cols.pop("id")  # bootstrap keys only
+    if not dynamics:
+        cols.pop("label")  # correctness only
     upto = [t for t in recorded if t <= T]
     before = [t for t in recorded if t < T]
     dyn = None
