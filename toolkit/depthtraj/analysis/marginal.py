@@ -267,7 +267,7 @@ def marginal_groups(score, *, by: str = "task", within: Sequence[str] = ("subjec
     (``'cell|subject|K=4|A=1'``), ``codes`` ``[question]`` int64, the cell names, each group's
     cell index and K_g.
     """
-    from .questions import chunk_codes, group_table, question_columns
+    from .questions import group_name, local_codes, question_columns
 
     n = score.sizes[L.QUESTION]
     if used is not None:
@@ -278,9 +278,10 @@ def marginal_groups(score, *, by: str = "task", within: Sequence[str] = ("subjec
         A = np.full(n, score.sizes[L.ARRANGEMENT], dtype=np.int64)
     score = score.assign_coords(n_arrangements=(L.QUESTION, A))
     cols = question_columns(score, by=by, within=within)
-    table = group_table(cols)
-    _, codes = chunk_codes({k: np.asarray(v) for k, v in cols.items()}, table.index, table.cell_of)
-    return table.names, codes, table.cells, table.cell_of, table.K_of
+    cells, rows, _, codes = local_codes({k: np.asarray(v) for k, v in cols.items() if k not in ("id", "label")})
+    pos = {c: i for i, c in enumerate(cells)}
+    return ([group_name(r) for r in rows], codes, cells, np.array([pos[r[0]] for r in rows], dtype=np.int64),
+            np.array([r[-2] for r in rows], dtype=np.int64))
 
 
 def _group_seed(seed: int, name: str) -> list[int]:

@@ -274,9 +274,9 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
         candidate grids sharing one endpoint T.
     by, within
         the cell coordinate (``task``, ``subject``, ``n_candidates``; absent: one cell
-        ``'all'``) and the further coordinates of the marginal groups. The cell and group
-        names are found by one streaming pre-pass over these 1-D coordinates
-        (:func:`~.questions.group_table`) when the pass is built.
+        ``'all'``) and the further coordinates of the marginal groups. Each chunk numbers its
+        own cells and groups (:func:`~.questions.local_codes`); results are added by name up
+        the tree, cells and groups in order of first appearance.
     draws, seed
         bootstrap draws (0: none) and seed.
     dynamics

@@ -3,12 +3,13 @@
 A store's per-question coordinates (``n_candidates``, ``n_arrangements``, ``label``, the
 question ids, ``task``, ``subject``) are as long as the store. An analysis never holds them
 whole: :func:`question_columns` gives them lazily, chunked like ``score``; the pass reads each
-chunk's columns beside its scores and turns them into cell codes (:func:`chunk_codes`) and
+chunk's columns beside its scores and turns them into cell and group codes (:func:`local_codes`) and
 bootstrap keys (:func:`~depthtraj.analysis.passes.question_keys`) there.
 
-Codes need the cell and group names up front, so :func:`group_table` first streams the few
-key columns once and keeps only their distinct rows: memory is bounded by the number of groups
-(cells × subjects × K × A_q, a few hundred), never by the number of questions.
+Each chunk numbers its own cells and groups (:func:`local_codes`); chunk results are added by
+name up the reduction tree (:func:`merge_keys`), so no vocabulary is needed up front and memory
+is bounded by the number of groups (cells × subjects × K × A_q, a few hundred), never by the
+number of questions.
 
 Cells are the values of a ``by`` coordinate (``task``, ``subject``, ``n_candidates``; the single
 cell ``'all'`` without one), in order of first appearance. Marginal groups
@@ -19,13 +20,11 @@ of first appearance.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-
 import numpy as np
 
 from .. import layout as L
 
-__all__ = ["GroupTable", "chunk_codes", "group_table", "local_codes", "merge_keys", "question_columns"]
+__all__ = ["group_name", "local_codes", "merge_keys", "question_columns"]
 
 #: The column holding each question's cell value in :func:`question_columns`.
 CELL = "cell"
@@ -92,71 +91,9 @@ def _key_frame(cols: dict):
     return pd.DataFrame(frame)
 
 
-def _distinct(cols: dict):
-    return _key_frame(cols).drop_duplicates(ignore_index=True)
-
-
-def _merge(a, b):
-    import pandas as pd
-
-    return pd.concat([a, b], ignore_index=True).drop_duplicates(ignore_index=True)
-
-
 def group_name(row: tuple) -> str:
     """The name ``'cell|subject|K=4|A=1'`` of a key row ``(cell, within..., K, A)``."""
     return "|".join([str(x) for x in row[:-2]] + [f"K={int(row[-2])}", f"A={int(row[-1])}"])
-
-
-@dataclass(frozen=True)
-class GroupTable:
-    """The distinct key rows of a store's questions (see the module docstring).
-
-    ``rows``: pandas DataFrame, one row per marginal group (columns ``cell``, ``within:*``,
-    ``K``, ``A``) in order of first appearance; ``cells``: the cell names in order of first
-    appearance; ``cell_of``, ``K_of`` ``[group]`` int64: each group's cell index and K.
-    """
-
-    rows: object
-    cells: list[str]
-    cell_of: np.ndarray
-    K_of: np.ndarray
-
-    @property
-    def names(self) -> list[str]:
-        """Group names ``'cell|subject|K=4|A=1'``."""
-        return [group_name(r) for r in self.rows.itertuples(index=False, name=None)]
-
-    @property
-    def index(self):
-        import pandas as pd
-
-        return pd.MultiIndex.from_frame(self.rows)
-
-
-def group_table(columns: dict) -> GroupTable:
-    """Stream the key columns of :func:`question_columns` once (chunk by chunk, on the current
-    dask scheduler) and return their :class:`GroupTable`. Memory: the distinct rows of a chunk
-    and of the running union, never a whole column."""
-    import dask
-
-    keys = {k: v for k, v in columns.items() if k in (CELL, "K", "A") or k.startswith("within:")}
-    names = list(keys)
-    blocks = [v.to_delayed().ravel() for v in keys.values()]
-    distinct = dask.delayed(lambda *xs: _distinct(dict(zip(names, xs))), pure=False)
-    merge = dask.delayed(_merge, pure=False)
-    parts = [distinct(*bs) for bs in zip(*blocks)]
-    if not parts:
-        rows = _distinct({k: np.zeros(0, np.int64) for k in names})
-    else:
-        while len(parts) > 1:  # ordered pairwise merge: first appearance is kept
-            parts = [merge(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
-                     for i in range(0, len(parts), 2)]
-        rows = parts[0].compute()
-    cells = list(dict.fromkeys(rows[CELL].tolist()))
-    pos = {c: i for i, c in enumerate(cells)}
-    return GroupTable(rows=rows, cells=cells,
-                      cell_of=np.array([pos[c] for c in rows[CELL].tolist()], dtype=np.int64),
-                      K_of=rows["K"].to_numpy(np.int64))
 
 
 def local_codes(cols: dict):
@@ -198,21 +135,3 @@ def merge_keys(a: list, b: list) -> tuple[list, np.ndarray]:
             pos[k] = len(out)
             out.append(k)
     return out, np.array([pos[k] for k in b], dtype=np.int64)
-
-
-def chunk_codes(cols: dict, index, cell_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(cell codes, group codes)`` ``[question]`` int64 of one chunk's columns against a
-    :class:`GroupTable` (its ``index`` and ``cell_of``).
-
-    Raises
-    ------
-    ValueError
-        when a question's key row is not in the table (the table came from another store).
-    """
-    import pandas as pd
-
-    frame = _key_frame(cols)
-    g = np.asarray(index.get_indexer(pd.MultiIndex.from_frame(frame)), dtype=np.int64)
-    if len(g) and g.min() < 0:
-        raise ValueError("a question's cell key is missing from the group table")
-    return np.asarray(cell_of, dtype=np.int64)[g], g
