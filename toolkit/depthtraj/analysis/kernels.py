@@ -221,23 +221,44 @@ LADDER_TOTALS: tuple[str, ...] = (
 )
 
 
+# ----------------------------------------------------------------------------------------------
+# the geometry sweep of the store pass, vectorised across questions
+# ----------------------------------------------------------------------------------------------
+#: Questions per block of :func:`geometry_pass` (its per-block buffers stay in L1/L2 cache).
+BLOCK = 64
+#: Ladder totals accumulated per lane by :func:`geometry_pass` (LADDER_TOTALS order).
+_N_TOT = 2 + 8 + 6 + 1
+
+
 @njit(cache=True, nogil=True)
+def _cell_runs(codes, order):
+    """Start positions (into ``order``) of the runs of equal ``codes[order]``, plus the end."""
+    n = order.shape[0]
+    starts = [0]
+    for r in range(1, n):
+        if codes[order[r]] != codes[order[r - 1]]:
+            starts.append(r)
+    starts.append(n)
+    return np.array(starts, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union_depths, T):
     """Earliest depths, depth areas and ladder totals of one score chunk, in one sweep.
 
     Parameters: ``s`` ``[question, depth, candidate, arrangement, precision]``; ``K``,
     ``A_used``, ``codes`` ``[question]`` (K_i, the number A_i of arrangements the question uses —
-    arrangements ``0..A_i-1``, spec §4.3 — and the question's cell index < ``n_groups``); ``union_idx`` ``[J]``
-    positions of the union of the grids' depths (increasing); ``t_idx`` the endpoint's position;
-    ``member`` bool ``[grid, J]``; ``union_depths`` float64 ``[J]``; ``T`` the endpoint.
+    arrangements ``0..A_i-1``, spec §4.3 — and the question's cell index < ``n_groups``);
+    ``union_idx`` ``[J]`` positions of the union of the grids' depths (increasing); ``t_idx`` the
+    endpoint's position; ``member`` bool ``[grid, J]``; ``union_depths`` float64 ``[J]``; ``T``
+    the endpoint.
 
     Returns ``(X, tot, hist)``:
 
     * ``X`` float64 ``[question, precision, grid, 14]``: per question, its A_i used arrangements
-      averaged,
-      ``W_j = 1 - mean_a D_j / T`` (7, ``pd:eq:depth-area``) then ``mean_a 1{D_j < T}`` (7),
-      j in raw, mean, LSE, env, q, dir, res; NaN when any used arrangement is invalid at T or at
-      a grid depth (``pd:cor:depth``).
+      averaged, ``W_j = 1 - mean_a D_j / T`` (7, ``pd:eq:depth-area``) then ``mean_a 1{D_j < T}``
+      (7), j in raw, mean, LSE, env, q, dir, res; NaN when any used arrangement is invalid at T
+      or at a grid depth (``pd:cor:depth``).
     * ``tot`` float64 ``[group, J, precision, len(LADDER_TOTALS)]``: per cell and union depth,
       with each (question, arrangement) entry weighing 1/A_i (so counts are in questions):
       valid entries, unique-winner entries, sums over unique-winner entries of m, L_raw, L_q,
@@ -248,87 +269,246 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
       D_j over the union depths and T (last bin), each question weighing 1 spread over its
       arrangements; only questions with a finite summary. Cumulative sums give F_j(d)
       (``pd:cor:depth``) and the gain profiles (``arxiv:eq:depth-gains``).
+
+    The same arithmetic as :func:`ladder_at` (every bound and pass test bitwise equal), laid
+    out for SIMD: questions are taken cell by cell in blocks of :data:`BLOCK`, each block's
+    scores at one depth are copied into candidate-major float64 columns, and every step is a
+    branch-free loop over the block's questions (selects for the winner, the tie count and the
+    competitor extrema, using ``min_c (top - x_c) = top - max_c x_c`` exactly, as floating-point
+    subtraction is monotone). The LSE centre — K exponentials and a logarithm — is evaluated
+    only where it can decide a pass test (a valid unique winner with L_q > 0, since L_LSE ≤
+    L_q); ladder totals are accumulated per lane and summed once per cell run.
     """
-    nq, _, _, na, npr = s.shape
+    nq, _, C, na, npr = s.shape
     J = union_idx.shape[0]
     G = member.shape[0]
-    n_tot = 2 + LADDER_MEAN_FIELDS.shape[0] + 6 + 1
-    X = np.full((nq, npr, G, 2 * N_METHODS), np.nan)
-    tot = np.zeros((n_groups, J, npr, n_tot))
-    buf = np.empty(N_LADDER)
-    D = np.empty((G, N_METHODS))
-    ok = np.empty(G, dtype=np.bool_)
-    acc = np.empty((G, 2 * N_METHODS))
-    q_ok = np.empty(G, dtype=np.bool_)
-    hist = np.zeros((n_groups, npr, G, N_METHODS, J + 1))
-    pos = np.empty((G, N_METHODS), dtype=np.int64)
-    posbuf = np.empty((max(na, 1), G, N_METHODS), dtype=np.int64)
-    for i in range(nq):
-        k = int(K[i])
-        A_i = min(int(A_used[i]), na)
-        wA = 1.0 / A_i if A_i > 0 else 0.0
-        g_i = codes[i]
-        for p in range(npr):
-            acc[:] = 0.0
-            q_ok[:] = A_i > 0
-            for a in range(A_i):
-                sT = s[i, t_idx, :, a, p]
-                okT = k >= 2 and finite_real(sT, k)
-                lse_T = lse(sT, k) if okT else 0.0
-                for g in range(G):
-                    ok[g] = okT
-                    for f in range(N_METHODS):
-                        D[g, f] = T
-                        pos[g, f] = J
-                for j in range(J):
-                    st = s[i, union_idx[j], :, a, p]
-                    if not okT or not finite_real(st, k):
-                        for g in range(G):
-                            if member[g, j]:
-                                ok[g] = False
-                        continue
-                    w, u = ladder_at(st, sT, k, lse_T, buf, True)
-                    t_row = tot[g_i, j, p]
-                    t_row[0] += wA
-                    if not u:
-                        continue
-                    t_row[1] += wA
-                    for f in range(LADDER_MEAN_FIELDS.shape[0]):
-                        t_row[2 + f] += wA * buf[LADDER_MEAN_FIELDS[f]]
-                    off = 2 + LADDER_MEAN_FIELDS.shape[0]
-                    for b in range(6):
-                        if buf[BOUND_FIELDS[b]] > 0.0:
-                            t_row[off + b] += wA
-                    if buf[F_LQ] > 0.0 and buf[F_LRAW] <= 0.0:
-                        t_row[off + 6] += wA
+    NM = N_METHODS
+    X_out = np.full((nq, npr, G, 2 * NM), np.nan)
+    tot = np.zeros((n_groups, J, npr, _N_TOT))
+    hist = np.zeros((n_groups, npr, G, NM, J + 1))
+    if nq == 0:
+        return X_out, tot, hist
+    order = np.argsort(codes, kind="mergesort")
+    runs = _cell_runs(codes, order)
+    B = BLOCK
+    Y = np.empty((C, B))
+    Xc = np.empty((C, B))
+    real = np.empty((C, B), dtype=np.bool_)
+    qi = np.empty(B, dtype=np.int64)
+    kf = np.empty(B)
+    wA = np.empty(B)
+    nA = np.empty(B, dtype=np.int64)
+    okT = np.empty(B, dtype=np.bool_)
+    lseT = np.empty(B)
+    top = np.empty(B)
+    arg = np.empty(B, dtype=np.int64)
+    fin = np.empty(B, dtype=np.bool_)
+    ties = np.empty(B, dtype=np.int64)
+    dmax = np.empty(B)
+    dmin = np.empty(B)
+    dsum = np.empty(B)
+    da = np.empty(B)
+    ya = np.empty(B)
+    second = np.empty(B)
+    hmax = np.empty(B)
+    ymax = np.empty(B)
+    # per lane, per field: L (bounds tested) raw, mean, LSE, q, dir, res
+    Lb = np.empty((6, B))
+    uq = np.empty(B, dtype=np.bool_)
+    vld = np.empty(B, dtype=np.bool_)
+    Dg = np.empty((G, NM, B))
+    pos = np.empty((G, NM, B), dtype=np.int64)
+    okg = np.empty((G, B), dtype=np.bool_)
+    q_ok = np.empty((G, B), dtype=np.bool_)
+    accD = np.empty((G, NM, B))
+    accB = np.empty((G, NM, B))
+    posbuf = np.empty((max(na, 1), G, NM, B), dtype=np.int64)
+    lane = np.zeros((J, _N_TOT, B))
+    fT = np.float64(T)
+    for p in range(npr):
+        for r in range(runs.shape[0] - 1):
+            g_i = codes[order[runs[r]]]
+            lane[:] = 0.0
+            for b0 in range(runs[r], runs[r + 1], B):
+                nb = min(B, runs[r + 1] - b0)
+                A_max = 0
+                for ii in range(nb):
+                    q = order[b0 + ii]
+                    qi[ii] = q
+                    kf[ii] = np.float64(K[q])
+                    nA[ii] = min(A_used[q], na)
+                    wA[ii] = 1.0 / nA[ii] if nA[ii] > 0 else 0.0
+                    A_max = max(A_max, nA[ii])
                     for g in range(G):
-                        if not member[g, j]:
+                        q_ok[g, ii] = nA[ii] > 0
+                        for f in range(NM):
+                            accD[g, f, ii] = 0.0
+                            accB[g, f, ii] = 0.0
+                for a in range(A_max):
+                    # endpoint scores, validity and LSE(s_T), per question
+                    for ii in range(nb):
+                        q = qi[ii]
+                        k = K[q]
+                        ok = a < nA[ii] and k >= 2
+                        for c in range(C):
+                            x = np.float64(s[q, t_idx, c, a, p])
+                            Y[c, ii] = x
+                            real[c, ii] = c < k
+                            if c < k and not np.isfinite(x):
+                                ok = False
+                        okT[ii] = ok
+                        lseT[ii] = lse(Y[:, ii], min(k, C)) if ok else 0.0
+                        for g in range(G):
+                            okg[g, ii] = ok
+                            for f in range(NM):
+                                Dg[g, f, ii] = fT
+                                pos[g, f, ii] = J
+                    for j in range(J):
+                        jj = union_idx[j]
+                        for ii in range(nb):
+                            q = qi[ii]
+                            for c in range(C):
+                                Xc[c, ii] = np.float64(s[q, jj, c, a, p])
+                        # winner (lowest maximiser), finiteness of the real candidates
+                        for ii in range(nb):
+                            top[ii] = -np.inf
+                            arg[ii] = 0
+                            fin[ii] = True
+                            ties[ii] = 0
+                            dmax[ii] = -np.inf
+                            dmin[ii] = np.inf
+                            dsum[ii] = 0.0
+                            second[ii] = -np.inf
+                            hmax[ii] = -np.inf
+                            ymax[ii] = -np.inf
+                        for c in range(C):
+                            for ii in range(nb):
+                                x = Xc[c, ii]
+                                rl = real[c, ii]
+                                fin[ii] = fin[ii] & (np.isfinite(x) | (not rl))
+                                gt = rl & (x > top[ii])
+                                arg[ii] = c if gt else arg[ii]
+                                top[ii] = x if gt else top[ii]
+                        for c in range(C):
+                            for ii in range(nb):
+                                x = Xc[c, ii]
+                                y = Y[c, ii]
+                                rl = real[c, ii]
+                                d = y - x
+                                isa = c == arg[ii]
+                                ties[ii] += 1 if (rl & (x == top[ii])) else 0
+                                dmax[ii] = max(dmax[ii], d) if rl else dmax[ii]
+                                dmin[ii] = min(dmin[ii], d) if rl else dmin[ii]
+                                dsum[ii] += d if rl else 0.0
+                                da[ii] = d if isa else da[ii]
+                                ya[ii] = y if isa else ya[ii]
+                                other = rl & (not isa)
+                                second[ii] = max(second[ii], x) if other else second[ii]
+                                hmax[ii] = max(hmax[ii], d) if other else hmax[ii]
+                                ymax[ii] = max(ymax[ii], y) if other else ymax[ii]
+                        # the ladder (pd:eq:gap-update .. pd:eq:pairing), as in ladder_at
+                        lj = lane[j]
+                        for ii in range(nb):
+                            v = okT[ii] & fin[ii]
+                            u = v & (ties[ii] == 1)
+                            vld[ii] = v
+                            uq[ii] = u
+                            m = top[ii] - second[ii]
+                            h = hmax[ii] - da[ii]
+                            R = ya[ii] - ymax[ii]
+                            B_q = dmax[ii] - dmin[ii]
+                            mid = (dmax[ii] + dmin[ii]) / 2.0
+                            b_mean = dsum[ii] / kf[ii]
+                            B_raw = B_q + 2.0 * abs(mid)
+                            B_mean = B_q + 2.0 * abs(mid - b_mean)
+                            L_dir = min(m - h, R)
+                            L_q = min(m - B_q, L_dir)
+                            L_raw = min(m - B_raw, L_q)
+                            Lb[0, ii] = L_raw
+                            Lb[1, ii] = min(m - B_mean, L_q)
+                            Lb[2, ii] = -np.inf
+                            Lb[3, ii] = L_q
+                            Lb[4, ii] = L_dir
+                            Lb[5, ii] = R
+                            w = wA[ii]
+                            wv = w if v else 0.0
+                            wu = w if u else 0.0
+                            lj[0, ii] += wv
+                            lj[1, ii] += wu
+                            lj[2, ii] += wu * m if u else 0.0
+                            lj[3, ii] += wu * L_raw if u else 0.0
+                            lj[4, ii] += wu * L_q if u else 0.0
+                            lj[5, ii] += wu * L_dir if u else 0.0
+                            lj[6, ii] += wu * R if u else 0.0
+                            lj[7, ii] += wu * (2.0 * abs(mid)) if u else 0.0
+                            lj[8, ii] += wu * (B_q - h) if u else 0.0
+                            lj[9, ii] += wu * ((R - m) + h) if u else 0.0
+                            lj[10, ii] += wu if (u and L_raw > 0.0) else 0.0
+                            lj[11, ii] += wu if (u and Lb[1, ii] > 0.0) else 0.0
+                            lj[13, ii] += wu if (u and L_q > 0.0) else 0.0
+                            lj[14, ii] += wu if (u and L_dir > 0.0) else 0.0
+                            lj[15, ii] += wu if (u and R > 0.0) else 0.0
+                            lj[16, ii] += wu if (u and L_q > 0.0 and L_raw <= 0.0) else 0.0
+                        # the LSE centre, only where it can pass (L_LSE <= L_q), as in ladder_at
+                        for ii in range(nb):
+                            if uq[ii] and Lb[3, ii] > 0.0:
+                                k = min(K[qi[ii]], C)
+                                t0 = top[ii]
+                                acc = 0.0
+                                for c in range(k):
+                                    acc += np.exp(Xc[c, ii] - t0)
+                                b_lse = lseT[ii] - (t0 + np.log(acc))
+                                B_q = dmax[ii] - dmin[ii]
+                                mid = (dmax[ii] + dmin[ii]) / 2.0
+                                L_lse = min(t0 - second[ii] - (B_q + 2.0 * abs(mid - b_lse)), Lb[3, ii])
+                                Lb[2, ii] = L_lse
+                                if L_lse > 0.0:
+                                    lj[12, ii] += wA[ii]
+                        # earliest qualifying depths of each grid holding this depth
+                        dj = union_depths[j]
+                        for g in range(G):
+                            if not member[g, j]:
+                                continue
+                            for ii in range(nb):
+                                okg[g, ii] = okg[g, ii] & fin[ii]
+                            for b in range(6):
+                                f = b if b < 3 else b + 1  # methods raw, mean, LSE, (env), q, dir, res
+                                for ii in range(nb):
+                                    hit = uq[ii] & (Lb[b, ii] > 0.0) & (Dg[g, f, ii] == fT)
+                                    Dg[g, f, ii] = dj if hit else Dg[g, f, ii]
+                                    pos[g, f, ii] = j if hit else pos[g, f, ii]
+                    for ii in range(nb):
+                        if a >= nA[ii]:
                             continue
-                        # methods raw, mean, LSE at 0..2; q, dir, res at 4..6 (env at 3)
-                        for b in range(6):
-                            f = b if b < 3 else b + 1
-                            if D[g, f] == T and buf[BOUND_FIELDS[b]] > 0.0:
-                                D[g, f] = union_depths[j]
-                                pos[g, f] = j
-                for g in range(G):
-                    if not ok[g]:
-                        q_ok[g] = False
-                        continue
-                    D[g, 3] = min(D[g, 1], D[g, 2])
-                    pos[g, 3] = min(pos[g, 1], pos[g, 2])
-                    for f in range(N_METHODS):
-                        posbuf[a, g, f] = pos[g, f]
-                        acc[g, f] += D[g, f]
-                        if D[g, f] < T:
-                            acc[g, N_METHODS + f] += 1.0
-            for g in range(G):
-                if q_ok[g]:
-                    for f in range(N_METHODS):
-                        X[i, p, g, f] = 1.0 - (acc[g, f] / A_i) / T
-                        X[i, p, g, N_METHODS + f] = acc[g, N_METHODS + f] / A_i
-                        for a in range(A_i):
-                            hist[g_i, p, g, f, posbuf[a, g, f]] += wA
-    return X, tot, hist
+                        for g in range(G):
+                            if not okg[g, ii]:
+                                q_ok[g, ii] = False
+                                continue
+                            Dg[g, 3, ii] = min(Dg[g, 1, ii], Dg[g, 2, ii])
+                            pos[g, 3, ii] = min(pos[g, 1, ii], pos[g, 2, ii])
+                            for f in range(NM):
+                                posbuf[a, g, f, ii] = pos[g, f, ii]
+                                accD[g, f, ii] += Dg[g, f, ii]
+                                if Dg[g, f, ii] < fT:
+                                    accB[g, f, ii] += 1.0
+                for ii in range(nb):
+                    q = qi[ii]
+                    A_i = nA[ii]
+                    for g in range(G):
+                        if not q_ok[g, ii]:
+                            continue
+                        for f in range(NM):
+                            X_out[q, p, g, f] = 1.0 - (accD[g, f, ii] / A_i) / fT
+                            X_out[q, p, g, NM + f] = accB[g, f, ii] / A_i
+                            for a in range(A_i):
+                                hist[g_i, p, g, f, posbuf[a, g, f, ii]] += wA[ii]
+            for j in range(J):
+                for f in range(_N_TOT):
+                    acc = 0.0
+                    for ii in range(B):
+                        acc += lane[j, f, ii]
+                    tot[g_i, j, p, f] += acc
+    return X_out, tot, hist
 
 
 # ----------------------------------------------------------------------------------------------
