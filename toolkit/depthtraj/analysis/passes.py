@@ -142,14 +142,19 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
     for a in range(0, max(nq, 1), ROWS):
         sl = slice(a, min(nq, a + ROWS))
         m = sl.stop - sl.start
-        b_cols, s_cols = [X[sl]], []
+        b_cols, s_cols, s_cells = [X[sl]], [], []
         if dyn is not None:
             d = dynamics_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["inc_idx"], grid_idx=dyn["grid_idx"],
                                 endpoint_idx=t_idx, used=used[sl])
             c = correctness_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["corr_idx"], grid_idx=dyn["grid_idx"],
-                                   endpoint_idx=t_idx, used=used[sl])
+                                   endpoint_idx=t_idx, used=used[sl], codes=codes[sl], n_groups=n_groups)
             b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [c[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
-            s_cols += [d[v].reshape(m, -1) for v in DYNAMICS_SUM] + [c[v].reshape(m, -1) for v in CORRECTNESS_SUM]
+            s_cols += [d[v].reshape(m, -1) for v in DYNAMICS_SUM]
+            n_dyn = sum(x.shape[1] for x in s_cols)
+            if n_groups:  # the transitions come summed per cell
+                s_cells += [(c[v][0].reshape(n_groups, -1), c[v][1].reshape(n_groups, -1)) for v in CORRECTNESS_SUM]
+            else:  # no question: correctly shaped empty columns
+                s_cols += [c[v].reshape(m, -1) for v in CORRECTNESS_SUM]
         if eng is not None:
             from .energy import attenuation_kernel, energy_kernel
 
@@ -182,17 +187,30 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
 
             sc_ = centre_residual_kernel(s[sl], K[sl], depth_idx=scl["depth_idx"], alphas=scl["alphas"], used=used[sl])
             s_cols += [sc_[v].reshape(m, -1) for v in SCALE_SUM]
-        r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
-                    seed=seed, sub=sub)
-        if s_cols:
-            ss, sc, _, _ = _reduce(np.concatenate(s_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups,
-                                   draws=0, seed=seed, sub=sub)
+        if draws > 0:  # the bootstrap multiplies one [questions, columns] matrix
+            r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
+                        seed=seed, sub=sub)
         else:
-            ss = sc = np.zeros((n_groups, 0))
+            bs, bc = _group_sums(b_cols, codes[sl], n_groups)
+            r = (bs, bc, np.zeros((n_groups, 0, bs.shape[1])), np.zeros((n_groups, 0, bs.shape[1])))
+        ss, sc = _group_sums(s_cols, codes[sl], n_groups)
+        if s_cells:  # summed in the kernel already; the §4 sums come first (sum_order)
+            ss = np.concatenate([ss[:, :n_dyn]] + [x for x, _ in s_cells] + [ss[:, n_dyn:]], axis=1)
+            sc = np.concatenate([sc[:, :n_dyn]] + [x for _, x in s_cells] + [sc[:, n_dyn:]], axis=1)
         r = r + (ss, sc) + (tuple(gsum) if mrg is not None else ())
         out = r if out is None else tuple(x + y for x, y in zip(out, r))
     sums, counts, boot_s, boot_c, ss, sc, *marg = out
     return cells, rows, (sums, counts, boot_s, boot_c, tot, hist, ss, sc), tuple(marg)
+
+
+def _group_sums(arrays, codes, n_groups):
+    """Cell sums and counts of the finite entries ``[group, column]`` of per-question arrays
+    ``[question, n_j]`` taken side by side (each reduced in place: no concatenated copy)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    if not arrays:
+        return np.zeros((n_groups, 0)), np.zeros((n_groups, 0))
+    parts = [kern.group_sums(np.ascontiguousarray(x, dtype=np.float64), codes, n_groups) for x in arrays]
+    return np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1)
 
 
 def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):

@@ -77,18 +77,25 @@ def _text(x) -> np.ndarray:
     return x.astype(str).astype(object)
 
 
-def _key_frame(cols: dict):
-    """The key columns (cell, within..., K, A) of one chunk as a pandas DataFrame of str/int."""
+def _key_columns(cols: dict) -> list[tuple[np.ndarray, bool]]:
+    """The key columns (cell, within..., K, A) of one chunk: ``(values, is_text)`` each."""
+    n = len(cols["K"])
+    out = [(np.asarray(cols[CELL]) if CELL in cols else np.full(n, "all", dtype=object), True)]
+    out += [(np.asarray(x), True) for name, x in cols.items() if name.startswith("within:")]
+    out += [(np.asarray(cols["K"]).astype(np.int64), False), (np.asarray(cols["A"]).astype(np.int64), False)]
+    return out
+
+
+def _factorize(x: np.ndarray, text: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, uniques)`` of one key column in order of first appearance; text columns compare
+    as ``str(value)``. A column constant over the chunk (the usual case) costs one comparison."""
     import pandas as pd
 
-    n = len(cols["K"])
-    frame = {CELL: _text(cols[CELL]) if CELL in cols else np.full(n, "all", dtype=object)}
-    for name, x in cols.items():
-        if name.startswith("within:"):
-            frame[name] = _text(x)
-    frame["K"] = np.asarray(cols["K"]).astype(np.int64)
-    frame["A"] = np.asarray(cols["A"]).astype(np.int64)
-    return pd.DataFrame(frame)
+    if len(x) and bool(np.all(x == x[0])):
+        u = x[:1]
+        return np.zeros(len(x), np.int64), (_text(u) if text else u)
+    c, u = pd.factorize(_text(x) if text else x)
+    return np.asarray(c, np.int64), np.asarray(u, dtype=object if text else np.int64)
 
 
 def group_name(row: tuple) -> str:
@@ -108,21 +115,23 @@ def local_codes(cols: dict):
     """
     import pandas as pd
 
-    frame = _key_frame(cols)
-    n = len(frame)
+    n = len(cols["K"])
     if not n:
         return [], [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    codes, uniques = zip(*(_factorize(x, text) for x, text in _key_columns(cols)))
     flat = np.zeros(n, dtype=np.int64)
-    for name in frame.columns:  # one mixed-radix integer per key row, then a 1-D factorize
-        c, u = pd.factorize(frame[name].to_numpy())
+    for c, u in zip(codes, uniques):  # one mixed-radix integer per key row, then a 1-D factorize
         flat = flat * len(u) + c
-    g, _ = pd.factorize(flat)
-    g = np.asarray(g, dtype=np.int64)
+    if flat.any():
+        g, _ = pd.factorize(flat)
+        g = np.asarray(g, dtype=np.int64)
+    else:
+        g = flat
     first = np.full(g.max() + 1, n, dtype=np.int64)
     np.minimum.at(first, g, np.arange(n))
-    rows = list(frame.iloc[first].itertuples(index=False, name=None))
+    rows = [tuple(u[c[i]] for c, u in zip(codes, uniques)) for i in first.tolist()]
+    rows = [tuple(str(v) for v in r[:-2]) + (int(r[-2]), int(r[-1])) for r in rows]
     cc, cells = pd.factorize(np.array([r[0] for r in rows], dtype=object))
-    rows = [tuple(r[:-2]) + (int(r[-2]), int(r[-1])) for r in rows]
     return [str(c) for c in cells.tolist()], rows, np.asarray(cc, np.int64)[g], g
 
 
