@@ -104,8 +104,9 @@ ENERGY_BOOT = ("Q_early", "C_early", "E_early", "E_M_early", "E_kappa_early", "E
 ENERGY_SUM = ("c", "Q", "C", "E", "dlogM", "dkappa", "E_M", "E_kappa", "E_cross", "complete_energy")
 #: §6 centre-residual sums folded into the pass (:mod:`.scale`, ``pd:app:scale``): summed only.
 SCALE_SUM = ("raw_radius", "mean_excess", "lse_excess", "complete_scale")
-#: Questions per block of per-question summaries inside a chunk (memory bound).
-ROWS = 4096
+#: Questions per block of per-question summaries inside a chunk (memory bound; small enough that
+#: the kernels' outputs stay in cache).
+ROWS = 1024
 
 
 def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
