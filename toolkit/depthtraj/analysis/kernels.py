@@ -30,8 +30,6 @@ LADDER_FIELDS: tuple[str, ...] = (
 N_LADDER = len(LADDER_FIELDS)
 (F_M, F_H, F_R, F_BRAW, F_BQ, F_BMEAN, F_BLSE, F_MID, F_BM, F_BL,
  F_LRAW, F_LMEAN, F_LLSE, F_LQ, F_LDIR, F_LRES, F_ATR, F_ADIR, F_APAIR) = range(N_LADDER)
-#: Bounds tested for D_j, in the order raw, mean, LSE, q, dir, res (``pd:cor:depth``).
-BOUND_FIELDS = np.array([F_LRAW, F_LMEAN, F_LLSE, F_LQ, F_LDIR, F_LRES], dtype=np.int64)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -227,7 +225,7 @@ LADDER_TOTALS: tuple[str, ...] = (
 #: Questions per block of :func:`geometry_pass` (its per-block buffers stay in L1/L2 cache).
 BLOCK = 64
 #: Ladder totals accumulated per lane by :func:`geometry_pass` (LADDER_TOTALS order).
-_N_TOT = 2 + 8 + 6 + 1
+_N_TOT = len(LADDER_TOTALS)
 
 
 @njit(cache=True, nogil=True)
@@ -315,7 +313,6 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
     # per lane, per field: L (bounds tested) raw, mean, LSE, q, dir, res
     Lb = np.empty((6, B))
     uq = np.empty(B, dtype=np.bool_)
-    vld = np.empty(B, dtype=np.bool_)
     Dg = np.empty((G, NM, B))
     pos = np.empty((G, NM, B), dtype=np.int64)
     okg = np.empty((G, B), dtype=np.bool_)
@@ -411,7 +408,6 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                         for ii in range(nb):
                             v = okT[ii] & fin[ii]
                             u = v & (ties[ii] == 1)
-                            vld[ii] = v
                             uq[ii] = u
                             m = top[ii] - second[ii]
                             h = hmax[ii] - da[ii]
