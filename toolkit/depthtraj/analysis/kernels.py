@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .elementary import exp_nonpos, log_ge1
+
 __all__ = ["N_LADDER", "ladder_arrays", "ladder_at", "LADDER_FIELDS"]
 
 #: Float fields of :func:`ladder_at`'s output vector, in order (nats).
@@ -137,8 +139,8 @@ def ladder_at(st, sT, k, lse_T, out, lazy_lse=False):
         L_lse = -np.inf
     else:
         for c in range(k):
-            acc_t += np.exp(np.float64(st[c]) - top)
-        b_lse = lse_T - (top + np.log(acc_t))
+            acc_t += exp_nonpos(np.float64(st[c]) - top)
+        b_lse = lse_T - (top + log_ge1(acc_t))
         B_lse = B_q + 2.0 * abs(mid - b_lse)
         L_lse = min(m - B_lse, L_q)
     out[F_M] = m
@@ -273,8 +275,9 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
     scores at one depth are copied into candidate-major float64 columns, and every step is a
     branch-free loop over the block's questions (selects for the winner, the tie count and the
     competitor extrema, using ``min_c (top - x_c) = top - max_c x_c`` exactly, as floating-point
-    subtraction is monotone). The LSE centre — K exponentials and a logarithm — is evaluated
-    only where it can decide a pass test (a valid unique winner with L_q > 0, since L_LSE ≤
+    subtraction is monotone). The LSE centre — K exponentials and a logarithm, the branch-free
+    ones of :mod:`.elementary`, so this loop vectorises too — is evaluated in every lane and
+    kept where it can decide a pass test (a valid unique winner with L_q > 0, since L_LSE ≤
     L_q); ladder totals are accumulated per lane and summed once per cell run.
     """
     nq, _, C, na, npr = s.shape
@@ -298,6 +301,7 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
     nA = np.empty(B, dtype=np.int64)
     okT = np.empty(B, dtype=np.bool_)
     lseT = np.empty(B)
+    accL = np.empty(B)
     top = np.empty(B)
     arg = np.empty(B, dtype=np.int64)
     fin = np.empty(B, dtype=np.bool_)
@@ -445,21 +449,23 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                             lj[14, ii] += wu if (u and L_dir > 0.0) else 0.0
                             lj[15, ii] += wu if (u and R > 0.0) else 0.0
                             lj[16, ii] += wu if (u and L_q > 0.0 and L_raw <= 0.0) else 0.0
-                        # the LSE centre, only where it can pass (L_LSE <= L_q), as in ladder_at
+                        # the LSE centre (as in ladder_at), evaluated branch-free in every lane and
+                        # kept only where it can pass: a valid unique winner with L_q > 0 (L_LSE <= L_q)
                         for ii in range(nb):
-                            if uq[ii] and Lb[3, ii] > 0.0:
-                                k = min(K[qi[ii]], C)
-                                t0 = top[ii]
-                                acc = 0.0
-                                for c in range(k):
-                                    acc += np.exp(Xc[c, ii] - t0)
-                                b_lse = lseT[ii] - (t0 + np.log(acc))
-                                B_q = dmax[ii] - dmin[ii]
-                                mid = (dmax[ii] + dmin[ii]) / 2.0
-                                L_lse = min(t0 - second[ii] - (B_q + 2.0 * abs(mid - b_lse)), Lb[3, ii])
-                                Lb[2, ii] = L_lse
-                                if L_lse > 0.0:
-                                    lj[12, ii] += wA[ii]
+                            accL[ii] = 0.0
+                        for c in range(C):
+                            for ii in range(nb):
+                                e = exp_nonpos(Xc[c, ii] - top[ii])
+                                accL[ii] += e if real[c, ii] else 0.0
+                        for ii in range(nb):
+                            L_q = Lb[3, ii]
+                            b_lse = lseT[ii] - (top[ii] + log_ge1(accL[ii]))
+                            B_q = dmax[ii] - dmin[ii]
+                            mid = (dmax[ii] + dmin[ii]) / 2.0
+                            L_lse = min(top[ii] - second[ii] - (B_q + 2.0 * abs(mid - b_lse)), L_q)
+                            L_lse = L_lse if (uq[ii] & (L_q > 0.0)) else -np.inf
+                            Lb[2, ii] = L_lse
+                            lj[12, ii] += wA[ii] if L_lse > 0.0 else 0.0
                         # earliest qualifying depths of each grid holding this depth
                         dj = union_depths[j]
                         for g in range(G):
