@@ -54,12 +54,11 @@ def _child(args) -> dict:
     import dask
     import numpy as np
 
-    from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
+    from depthtraj.analysis import finish_pass, open_for_analysis, parse_grid, score_of, store_pass
     from depthtraj.analysis.cli import attenuation_windows, run_analyze
-    from depthtraj.store import open_store
 
     dask.config.set(scheduler="threads")
-    ds = open_store(args.store, question_index=False)
+    ds = open_for_analysis(args.store)  # as `depthtraj analyze` opens it
     score = score_of(ds)
     rec = [int(t) for t in ds.depth.values]
     T = rec[-1]

@@ -78,3 +78,26 @@ def test_marginal_groups_match_a_plain_loop(small_store):
     assert cells == list(dict.fromkeys(ds.task.values.tolist()))
     assert [cells[c] for c in cell_of] == [n.split("|")[0] for n in names]
     assert K_of.tolist() == [int(n.split("K=")[1].split("|")[0]) for n in names]
+
+
+def test_open_for_analysis_reads_whole_multiples_of_the_stored_chunk(small_store, monkeypatch):
+    # small stored chunks (16 questions) are read in analysis chunks of whole stored chunks, in
+    # one read per task: every per-question coordinate chunked alike, the same pass results
+    from depthtraj.analysis import geometry, open_for_analysis, score_of
+
+    ds = open_store(small_store, question_index=False)
+    per_question = int(np.prod(ds["score"].shape[1:])) * ds["score"].dtype.itemsize
+    monkeypatch.setattr(geometry, "CHUNK_BYTES", 40 * per_question)  # room for 2.5 stored chunks
+    assert geometry.analysis_rows(ds) == 32
+    opened = open_for_analysis(small_store)
+    assert "question" not in opened.indexes
+    score = score_of(opened)
+    assert score.chunks[0] == (32, 32)
+    for name in ("question", "task", "n_candidates", "label"):
+        assert score[name].chunks[0] == (32, 32), name
+    ref, got = _pass(ds, 16), _pass(opened, 32)
+    assert got.groups == ref.groups
+    np.testing.assert_allclose(got.sums, ref.sums, rtol=1e-12)
+    np.testing.assert_allclose(got.boot_sums, ref.boot_sums, rtol=1e-12)
+    monkeypatch.setattr(geometry, "CHUNK_BYTES", 16 * per_question)  # the stored chunk is enough
+    assert geometry.analysis_rows(ds) is None

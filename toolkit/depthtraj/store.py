@@ -227,7 +227,10 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     """Open a trajectory store as a lazy, dask-backed :class:`xarray.Dataset`.
 
     ``chunks='auto_question'`` (default) keeps the store's own question chunks (other dims
-    whole); pass an int to rechunk along ``question`` for analysis.
+    whole); an int gives dask chunks of that many questions, each read straight from the store
+    (one read per task spanning several stored chunks, no concatenating rechunk); whole
+    multiples of the stored chunk avoid decompressing a stored chunk twice (see
+    :func:`depthtraj.analysis.geometry.analysis_rows`).
 
     ``question_index=False`` leaves the question ids lazy like every other per-question
     coordinate: nothing as long as the store is loaded (the analyses open stores this way), at
@@ -245,7 +248,7 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     ds = xr.open_zarr(
         str(path),
         consolidated=group.metadata.consolidated_metadata is not None,
-        chunks={},
+        chunks={L.QUESTION: int(chunks)} if isinstance(chunks, int) else {},
         storage_options=dict(storage_options) if storage_options else None,
         zarr_format=3,
         decode_timedelta=False,
@@ -253,8 +256,6 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     )
     if not question_index:  # index the short dims (their values are tiny)
         ds = ds.assign_coords({d: ds[d].values for d in ds.dims if d != L.QUESTION and d in ds.coords})
-    if isinstance(chunks, int):
-        ds = ds.chunk({L.QUESTION: chunks})
     return ds
 
 

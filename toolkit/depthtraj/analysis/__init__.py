@@ -43,6 +43,7 @@ from .geometry import (
     earliest_depths,
     earliest_from_ladder,
     ladder,
+    open_for_analysis,
     score_of,
 )
 from .grid import Grid, format_depths, native_grid, parse_grid, quarter_depths, resolve_endpoint
@@ -78,5 +79,6 @@ __all__ = [
     "quarter_depths",
     "question_summary",
     "resolve_endpoint",
+    "open_for_analysis",
     "score_of",
 ]

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import layout as L
 from .aggregate import ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
-from .geometry import score_of
+from .geometry import open_for_analysis, score_of
 from .grid import Grid, parse_grid, resolve_endpoint
 from .compare import format_table, shared_questions, text_variants_table
 from .inputs import BY, normalized_score, parse_selections, readout_info, select_questions
@@ -369,7 +369,7 @@ def run_analyze(
     ``analysis.json``. Tables a store cannot support are listed with a one-line reason on
     stderr (and under ``skipped`` in the JSON).
     """
-    from ..store import StoreError, open_store
+    from ..store import StoreError
 
     if fmt not in FORMATS:
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -394,7 +394,7 @@ def run_analyze(
         norms = _normalizations(normalization)
         opened = []
         for path in stores:
-            ds = open_store(path, question_index=False)  # per-question coordinates stay lazy
+            ds = open_for_analysis(path)  # lazy per-question coordinates, whole analysis chunks
             if "score" not in ds.data_vars:
                 raise ValueError(f"{path}: the store has no 'score' variable")
             opened.append((str(path), ds))

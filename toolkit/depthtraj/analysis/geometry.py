@@ -105,6 +105,43 @@ LADDER_VARS: tuple[str, ...] = tuple(_FLOAT_VARS) + ("unique", "winner", "valid"
 CHUNK_BYTES = 32 * 2**20
 
 
+def analysis_rows(ds) -> int | None:
+    """Questions per analysis chunk of a store opened with :func:`~depthtraj.store.open_store`:
+    the whole multiple of the stored question chunk closest below :data:`CHUNK_BYTES` of
+    ``score`` (at least one stored chunk), or None when the store's own chunks are already
+    that large or ``score`` has no stored chunking. Reopening with ``open_store(path,
+    chunks=analysis_rows(ds))`` reads each analysis chunk in one go, instead of merging small
+    chunks after reading them (:func:`score_of`)."""
+    if "score" not in ds.data_vars:
+        return None
+    var = ds["score"]
+    stored = var.encoding.get("chunks") or var.encoding.get("preferred_chunks", {}).get(L.QUESTION)
+    if not stored:
+        return None
+    stored = int(stored[var.dims.index(L.QUESTION)] if isinstance(stored, (tuple, list)) else stored)
+    per_question = max(1, int(np.prod([var.sizes[d] for d in var.dims if d != L.QUESTION])) * var.dtype.itemsize)
+    rows = max(stored, (CHUNK_BYTES // per_question) // stored * stored)
+    rows = min(rows, max(var.sizes[L.QUESTION], 1))
+    return None if rows <= stored else int(rows)
+
+
+def open_for_analysis(path, **kwargs):
+    """A store opened as the analyses read it: :func:`~depthtraj.store.open_store` without a
+    question index (per-question coordinates stay lazy), chunked by :func:`analysis_rows`.
+    ``kwargs`` go to ``open_store`` (e.g. ``storage_options``).
+
+    Raises
+    ------
+    depthtraj.store.StoreError
+        when the path does not exist or is not a zarr group.
+    """
+    from ..store import open_store
+
+    ds = open_store(path, question_index=False, **kwargs)
+    rows = analysis_rows(ds)
+    return ds if rows is None else open_store(path, question_index=False, chunks=rows, **kwargs)
+
+
 def score_of(obj):
     """The ``score`` DataArray of a Dataset (or the DataArray itself), chunked for analysis.
 
