@@ -143,21 +143,21 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
     for a in range(0, max(nq, 1), ROWS):
         sl = slice(a, min(nq, a + ROWS))
         m = sl.stop - sl.start
-        b_cols, s_cols, s_cells = [X[sl]], [], []
+        b_cols, s_parts = [X[sl]], []
         if dyn is not None:
             d = dynamics_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["inc_idx"], grid_idx=dyn["grid_idx"],
                                 endpoint_idx=t_idx, used=used[sl])
             c = correctness_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["corr_idx"], grid_idx=dyn["grid_idx"],
                                    endpoint_idx=t_idx, used=used[sl], codes=codes[sl], n_groups=n_groups)
             b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [c[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
-            s_cols += [d[v].reshape(m, -1) for v in DYNAMICS_SUM]
-            n_dyn = sum(x.shape[1] for x in s_cols)
+            s_parts += [("q", d[v].reshape(m, -1)) for v in DYNAMICS_SUM]
             if n_groups:  # the transitions come summed per cell
-                s_cells += [(c[v][0].reshape(n_groups, -1), c[v][1].reshape(n_groups, -1)) for v in CORRECTNESS_SUM]
+                s_parts += [("c", (c[v][0].reshape(n_groups, -1), c[v][1].reshape(n_groups, -1)))
+                            for v in CORRECTNESS_SUM]
             else:  # no question: correctly shaped empty columns
-                s_cols += [c[v].reshape(m, -1) for v in CORRECTNESS_SUM]
+                s_parts += [("q", c[v].reshape(m, -1)) for v in CORRECTNESS_SUM]
         if eng is not None:
-            from .energy import attenuation_kernel, energy_kernel
+            from .energy import attenuation_kernel, energy_kernel, energy_totals_kernel
 
             used_e = used[sl]
             if eng.get("windows") is not None:
@@ -165,8 +165,17 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
                 at = attenuation_kernel(s[sl], K[sl], upos=w["upos"], ia=w["ia"], ib=w["ib"],
                                         n_early=w["n_early"], used=used_e)
                 b_cols += [at[v].reshape(m, -1) for v in ENERGY_BOOT]
-            e = energy_kernel(s[sl], K[sl], upos=eng["upos"], ia=eng["ia"], ib=eng["ib"], used=used_e)
-            s_cols += [e[v].reshape(m, -1) for v in ENERGY_SUM]
+            if n_groups:  # summed per cell in one reduction: complete questions count once per column
+                e = energy_totals_kernel(s[sl], K[sl], codes[sl], n_groups, upos=eng["upos"], ia=eng["ia"],
+                                         ib=eng["ib"], used=used_e)
+                n_c = e["n"]  # [group, precision]
+                for v in ENERGY_SUM:
+                    x = n_c if v == "complete_energy" else e[f"sum_{v}"]
+                    cnt = np.broadcast_to(n_c.reshape(n_c.shape + (1,) * (x.ndim - 2)), x.shape)
+                    s_parts.append(("c", (x.reshape(n_groups, -1), cnt.reshape(n_groups, -1))))
+            else:
+                e = energy_kernel(s[sl], K[sl], upos=eng["upos"], ia=eng["ia"], ib=eng["ib"], used=used_e)
+                s_parts += [("q", e[v].reshape(m, -1)) for v in ENERGY_SUM]
         if mrg is not None:
             from .marginal import marginal_kernel
 
@@ -187,21 +196,38 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
             from .scale import centre_residual_kernel
 
             sc_ = centre_residual_kernel(s[sl], K[sl], depth_idx=scl["depth_idx"], alphas=scl["alphas"], used=used[sl])
-            s_cols += [sc_[v].reshape(m, -1) for v in SCALE_SUM]
+            s_parts += [("q", sc_[v].reshape(m, -1)) for v in SCALE_SUM]
         if draws > 0:  # the bootstrap multiplies one [questions, columns] matrix
             r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
                         seed=seed, sub=sub)
         else:
             bs, bc = _group_sums(b_cols, codes[sl], n_groups)
             r = (bs, bc, np.zeros((n_groups, 0, bs.shape[1])), np.zeros((n_groups, 0, bs.shape[1])))
-        ss, sc = _group_sums(s_cols, codes[sl], n_groups)
-        if s_cells:  # summed in the kernel already; the §4 sums come first (sum_order)
-            ss = np.concatenate([ss[:, :n_dyn]] + [x for x, _ in s_cells] + [ss[:, n_dyn:]], axis=1)
-            sc = np.concatenate([sc[:, :n_dyn]] + [x for _, x in s_cells] + [sc[:, n_dyn:]], axis=1)
+        ss, sc = _sum_parts(s_parts, codes[sl], n_groups)
         r = r + (ss, sc) + (tuple(gsum) if mrg is not None else ())
         out = r if out is None else tuple(x + y for x, y in zip(out, r))
     sums, counts, boot_s, boot_c, ss, sc, *marg = out
     return cells, rows, (sums, counts, boot_s, boot_c, tot, hist, ss, sc), tuple(marg)
+
+
+def _sum_parts(parts, codes, n_groups):
+    """Cell sums and counts ``[group, column]`` of the sum-only parts in their order: ``("q",
+    x)`` per-question arrays ``[question, n_j]`` (reduced here, :func:`_group_sums`) and ``("c",
+    (sums, counts))`` parts a kernel summed per cell already."""
+    qs, qc = _group_sums([x for kind, x in parts if kind == "q"], codes, n_groups)
+    out_s, out_c, pos = [], [], 0
+    for kind, x in parts:
+        if kind == "q":
+            w = x.shape[1]
+            out_s.append(qs[:, pos:pos + w])
+            out_c.append(qc[:, pos:pos + w])
+            pos += w
+        else:
+            out_s.append(np.asarray(x[0], dtype=np.float64))
+            out_c.append(np.asarray(x[1], dtype=np.float64))
+    if not out_s:
+        return np.zeros((n_groups, 0)), np.zeros((n_groups, 0))
+    return np.concatenate(out_s, axis=1), np.concatenate(out_c, axis=1)
 
 
 def _group_sums(arrays, codes, n_groups):
