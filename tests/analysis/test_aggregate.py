@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
 
 from depthtraj.analysis import (
     bootstrap_means,
@@ -191,8 +192,8 @@ def test_pass_estimates_equal_cell_estimates(small_store):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(labelled())
-def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn):
+@given(labelled(), hst.booleans())
+def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn, native):
     # the §4 summaries folded into store_pass give the cell values of dynamics_summary /
     # correctness_summary + cell_values (means, ratios, sums), and their bootstrap sums are the
     # Poisson-weighted sums of the same per-question summaries.
@@ -206,9 +207,12 @@ def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn):
     grid = Grid("g", tuple(case.grid), case.T)
     score = score_of(ds)
     groups, codes = cell_labels(score)
-    delayed, meta = store_pass(score, [grid], draws=5, seed=1)
-    res = finish_pass(delayed.compute(), meta)
     before = [t for t in case.depths if t < case.T]
+    # the §4 parts ride on the geometry sweep: with the grid alone it also visits depths outside
+    # the grids; with the native grid beside it every visited depth is a grid depth
+    grids = [grid, Grid("native", tuple(before), case.T)] if native else [grid]
+    delayed, meta = store_pass(score, grids, draws=5, seed=1)
+    res = finish_pass(delayed.compute(), meta)
     dsum = dyn.dynamics_summary(ds, grid, endpoint=case.T).compute()
     want = corr.cell_values(dsum, dyn.CELL_STATISTICS).compute()
     W = bootstrap_weights(ds.question.values, 5, seed=1)

@@ -228,6 +228,10 @@ LADDER_TOTALS: tuple[str, ...] = (
 BLOCK = 64
 #: Ladder totals accumulated per lane by :func:`geometry_pass` (LADDER_TOTALS order).
 _N_TOT = len(LADDER_TOTALS)
+#: Number of ρ histogram bins: bin k holds k/100 ≤ ρ < (k+1)/100, the last one ρ = 1 (``pd:eq:tau``).
+RHO_BINS = 101
+#: Rows of the increment summaries (:data:`.kernels_dynamics.INCREMENT_FIELDS`, checked there).
+_N_INC = 8
 
 
 @njit(cache=True, nogil=True)
@@ -242,18 +246,226 @@ def _cell_runs(codes, order):
     return np.array(starts, dtype=np.int64)
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, da, ya, second, hmax, ymax,
+                    okT, kf, wA, lseT, accL, uq, Lb, lj):
+    """One union depth of :func:`geometry_pass` over a block (the caller has found the winners
+    and reset the extrema): gap extrema, the ladder
+    (``pd:eq:gap-update`` .. ``pd:eq:pairing``, as in :func:`ladder_at`), the LSE centre, the
+    bounds tested ``Lb`` and the unique-winner flags ``uq``; ladder totals added to ``lj``."""
+    for c in range(C):
+        for ii in range(nb):
+            x = Xc[c, ii]
+            y = Y[c, ii]
+            rl = real[c, ii]
+            d = y - x
+            isa = c == arg[ii]
+            ties[ii] += 1 if (rl & (x == top[ii])) else 0
+            dmax[ii] = max(dmax[ii], d) if rl else dmax[ii]
+            dmin[ii] = min(dmin[ii], d) if rl else dmin[ii]
+            dsum[ii] += d if rl else 0.0
+            da[ii] = d if isa else da[ii]
+            ya[ii] = y if isa else ya[ii]
+            other = rl & (not isa)
+            second[ii] = max(second[ii], x) if other else second[ii]
+            hmax[ii] = max(hmax[ii], d) if other else hmax[ii]
+            ymax[ii] = max(ymax[ii], y) if other else ymax[ii]
+    for ii in range(nb):
+        v = okT[ii] & fin[ii]
+        u = v & (ties[ii] == 1)
+        uq[ii] = u
+        m = top[ii] - second[ii]
+        h = hmax[ii] - da[ii]
+        R = ya[ii] - ymax[ii]
+        B_q = dmax[ii] - dmin[ii]
+        mid = (dmax[ii] + dmin[ii]) / 2.0
+        b_mean = dsum[ii] / kf[ii]
+        B_raw = B_q + 2.0 * abs(mid)
+        B_mean = B_q + 2.0 * abs(mid - b_mean)
+        L_dir = min(m - h, R)
+        L_q = min(m - B_q, L_dir)
+        L_raw = min(m - B_raw, L_q)
+        Lb[0, ii] = L_raw
+        Lb[1, ii] = min(m - B_mean, L_q)
+        Lb[2, ii] = -np.inf
+        Lb[3, ii] = L_q
+        Lb[4, ii] = L_dir
+        Lb[5, ii] = R
+        w = wA[ii]
+        wv = w if v else 0.0
+        wu = w if u else 0.0
+        lj[0, ii] += wv
+        lj[1, ii] += wu
+        lj[2, ii] += wu * m if u else 0.0
+        lj[3, ii] += wu * L_raw if u else 0.0
+        lj[4, ii] += wu * L_q if u else 0.0
+        lj[5, ii] += wu * L_dir if u else 0.0
+        lj[6, ii] += wu * R if u else 0.0
+        lj[7, ii] += wu * (2.0 * abs(mid)) if u else 0.0
+        lj[8, ii] += wu * (B_q - h) if u else 0.0
+        lj[9, ii] += wu * ((R - m) + h) if u else 0.0
+        lj[10, ii] += wu if (u and L_raw > 0.0) else 0.0
+        lj[11, ii] += wu if (u and Lb[1, ii] > 0.0) else 0.0
+        lj[13, ii] += wu if (u and L_q > 0.0) else 0.0
+        lj[14, ii] += wu if (u and L_dir > 0.0) else 0.0
+        lj[15, ii] += wu if (u and R > 0.0) else 0.0
+        lj[16, ii] += wu if (u and L_q > 0.0 and L_raw <= 0.0) else 0.0
+    # the LSE centre (as in ladder_at), evaluated branch-free in every lane and kept only where
+    # it can pass: a valid unique winner with L_q > 0 (L_LSE <= L_q)
+    for ii in range(nb):
+        accL[ii] = 0.0
+    for c in range(C):
+        for ii in range(nb):
+            e = exp_nonpos(Xc[c, ii] - top[ii])
+            accL[ii] += e if real[c, ii] else 0.0
+    for ii in range(nb):
+        L_q = Lb[3, ii]
+        b_lse = lseT[ii] - (top[ii] + log_ge1(accL[ii]))
+        B_q = dmax[ii] - dmin[ii]
+        mid = (dmax[ii] + dmin[ii]) / 2.0
+        L_lse = min(top[ii] - second[ii] - (B_q + 2.0 * abs(mid - b_lse)), L_q)
+        L_lse = L_lse if (uq[ii] & (L_q > 0.0)) else -np.inf
+        Lb[2, ii] = L_lse
+        lj[12, ii] += wA[ii] if L_lse > 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _increment_depth(Xc, Xp, real, nb, C, okT, wA, imax, imin, inc, bins):
+    """The adjacent increment ``d = s_v - s_{v-1}`` of a block (as in
+    :func:`~.kernels_dynamics.increments_pass`, ``pd:eq:tau``): ``r = 2‖d‖∞``, ``q = osc d``;
+    pair counts and sums over 𝓘 (r > 0) added to ``inc``, each lane's ρ bin
+    (:func:`~.kernels_dynamics.rho_bin`, branch-free) or -1 outside 𝓘 written to ``bins``."""
+    for ii in range(nb):
+        imax[ii] = -np.inf
+        imin[ii] = np.inf
+    for c in range(C):
+        for ii in range(nb):
+            d = Xc[c, ii] - Xp[c, ii]
+            rl = real[c, ii]
+            imax[ii] = max(imax[ii], d) if rl else imax[ii]
+            imin[ii] = min(imin[ii], d) if rl else imin[ii]
+    for ii in range(nb):
+        act = okT[ii]
+        w = wA[ii]
+        r = 2.0 * max(imax[ii], -imin[ii])
+        q = imax[ii] - imin[ii]
+        inI = act & (r > 0.0)
+        inc[0, ii] += w if act else 0.0
+        inc[1, ii] += w if inI else 0.0
+        inc[2, ii] += w if (inI & (q == 0.0)) else 0.0
+        inc[3, ii] += r * w if inI else 0.0
+        inc[4, ii] += q * w if inI else 0.0
+        inc[5, ii] += (r - q) * w if inI else 0.0
+        inc[6, ii] += (q / r) * w if inI else 0.0
+        hq = 100.0 * q
+        k = np.floor(hq / r)
+        k = k + 1.0 if (k + 1.0) * r <= hq else k
+        k = k - 1.0 if k * r > hq else k
+        k = min(max(k, 0.0), RHO_BINS - 1.0) if inI else 0.0
+        bins[ii] = int(k) if inI else -1
+
+
+#: Correctness codes (bits 1{y_t = y*}, 1{y_T = y*}, 1{y_t = y_T}) -> transition row W→C 0,
+#: C→W 1, W→W′ 2, C→C 3, W=W 4 (codes 3, 5, 6 cannot occur: two correct winners are equal).
+_TRANSITION_OF_CODE = np.array([2, 1, 0, 3, 4, 1, 0, 3], dtype=np.int64)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _correctness_codes(nb, arg, argT, lab, code):
+    """Correctness of a block at one depth t < T (``r3:eq:correctness``), one code per lane:
+    ``1{y_t = y*} + 2·1{y_T = y*} + 4·1{y_t = y_T}``, read back by :func:`_dynamics_block`."""
+    for ii in range(nb):
+        c_t = arg[ii] == lab[ii]
+        c_T = argT[ii] == lab[ii]
+        same = arg[ii] == argT[ii]
+        code[ii] = (1 if c_t else 0) + (2 if c_T else 0) + (4 if same else 0)
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _lane_sum(x, n):
+    """``Σ_{ii < n} x[ii]`` in any order (vectorised: the caller's sums are counts and weights
+    whose order does not matter beyond rounding)."""
+    acc = 0.0
+    for ii in range(n):
+        acc += x[ii]
+    return acc
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union_depths, T):
-    """Earliest depths, depth areas and ladder totals of one score chunk, in one sweep.
+def _dynamics_block(nb, qi, nA, wA, K, lab, q_all, q_ok, G, S, SC, G0, g0_of, g_i, p, inc, binbuf, ccode, caccT,
+                    pacc, aacc, dyn_out):
+    """Write one block's §4 summaries (:func:`geometry_pass`, ``dyn_out``): per-question rows
+    where complete (NaN stays elsewhere), the ρ histogram and the transitions added to cell
+    ``g_i``. The correctness rows are read back from the codes of :func:`_correctness_codes`
+    in the order of :func:`~.kernels_dynamics.correctness_pass` (arrangements, then depths)."""
+    inc_out, rho, rho_n, prom_out, adv_out, cgrid_out, corr_D, corr_Q, trans, trans_n = dyn_out
+    for ii in range(nb):
+        q = qi[ii]
+        w = wA[ii]
+        grid_ok = (q_ok[0, ii] if nA[ii] > 0 else K[q] >= 2) if G > 0 else False
+        if grid_ok:
+            for g in range(G0):
+                prom_out[q, p, g] = pacc[g, ii]
+            adv_out[q, p] = aacc[ii]
+            cgrid_out[q, p] = 1.0
+        if not q_all[ii]:
+            continue
+        for f in range(inc.shape[0]):
+            inc_out[f, q, p] = inc[f, ii]
+        inc_out[inc.shape[0], q, p] = 1.0
+        rho_n[g_i, p] += 1.0
+        for a in range(nA[ii]):
+            for v in range(1, S):
+                b = binbuf[a, v, ii]
+                if b >= 0:
+                    rho[g_i, p, b] += w
+        known = 0 <= lab[ii] < K[q]
+        eps = 0.0
+        for v in range(SC):
+            corr_D[0, q, p, v] = 0.0
+            corr_D[1, q, p, v] = 0.0
+            corr_D[2, q, p, v] = 0.0
+        for a in range(nA[ii]):
+            for v in range(SC):
+                cd = ccode[a, v, ii]
+                c_t = (cd & 1) != 0
+                c_T = (cd & 2) != 0
+                differ = (cd & 4) == 0
+                corr_D[0, q, p, v] += w if c_t else 0.0
+                corr_D[1, q, p, v] += ((1.0 if c_T else 0.0) - (1.0 if c_t else 0.0)) * w
+                corr_D[2, q, p, v] += w if differ else 0.0
+                if differ and g0_of[v] >= 0:
+                    eps += w
+                if known:
+                    trans[g_i, _TRANSITION_OF_CODE[cd], p, v] += w
+        corr_Q[1, q, p] = eps / G0 if G0 > 0 else np.nan
+        corr_Q[2, q, p] = 1.0
+        if known:
+            corr_Q[0, q, p] = caccT[ii]
+            trans_n[g_i, p] += 1.0
+        else:
+            for v in range(SC):
+                corr_D[0, q, p, v] = np.nan
+                corr_D[1, q, p, v] = np.nan
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union_depths, T,
+                  label, sweep_idx, union_of, g0_of, dyn):
+    """Earliest depths, depth areas and ladder totals of one score chunk — and, with ``dyn``, the
+    §4 increments, promotion sets and correctness of the same chunk — in one sweep.
 
     Parameters: ``s`` ``[question, depth, candidate, arrangement, precision]``; ``K``,
     ``A_used``, ``codes`` ``[question]`` (K_i, the number A_i of arrangements the question uses —
     arrangements ``0..A_i-1``, spec §4.3 — and the question's cell index < ``n_groups``);
     ``union_idx`` ``[J]`` positions of the union of the grids' depths (increasing); ``t_idx`` the
     endpoint's position; ``member`` bool ``[grid, J]``; ``union_depths`` float64 ``[J]``; ``T``
-    the endpoint.
+    the endpoint. ``sweep_idx`` ``[S]`` the depth positions visited, increasing: ``union_idx``
+    without ``dyn``; with it, every recorded depth ≤ T (the last one T). ``union_of`` /
+    ``g0_of`` ``[S]``: each visited depth's index in the union / in grid 0, or -1. ``label``
+    ``[question]`` y* (int64; unknown unless 0 ≤ y* < K_i; read only with ``dyn``).
 
-    Returns ``(X, tot, hist)``:
+    Returns ``(X, tot, hist, dyn_out)``:
 
     * ``X`` float64 ``[question, precision, grid, 14]``: per question, its A_i used arrangements
       averaged, ``W_j = 1 - mean_a D_j / T`` (7, ``pd:eq:depth-area``) then ``mean_a 1{D_j < T}``
@@ -269,6 +481,19 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
       D_j over the union depths and T (last bin), each question weighing 1 spread over its
       arrangements; only questions with a finite summary. Cumulative sums give F_j(d)
       (``pd:cor:depth``) and the gain profiles (``arxiv:eq:depth-gains``).
+    * ``dyn_out`` (empty arrays without ``dyn``), the §4 summaries of
+      :mod:`.kernels_dynamics` over the same chunk, equal to theirs (same tests, same tie rule,
+      weights 1/A_i): ``inc`` ``[INCREMENT_FIELDS, question, precision]`` and the ρ histogram
+      summed per cell ``rho`` ``[group, precision, RHO_BINS]`` with ``rho_n`` ``[group,
+      precision]`` complete questions (:func:`~.kernels_dynamics.increments_pass` over the
+      visited depths, ``pd:eq:tau``); ``promoted`` ``[question, precision, grid-0 depth]``,
+      ``advanced``, ``complete_grid`` ``[question, precision]``
+      (:func:`~.kernels_dynamics.promotion_pass` on grid 0); ``corr_D`` ``[acc, acc_change,
+      disagree; question, precision, S - 1]``, ``corr_Q`` ``[acc_T, eps, complete; question,
+      precision]``, the five transitions summed per cell ``trans`` ``[group, 5, precision, S -
+      1]`` with ``trans_n`` ``[group, precision]``
+      (:func:`~.kernels_dynamics.correctness_pass` with ``n_groups > 0``, depths < T, ε on grid
+      0). NaN where a family's (question, arm) is incomplete.
 
     The same arithmetic as :func:`ladder_at` (every bound and pass test bitwise equal), laid
     out for SIMD: questions are taken cell by cell in blocks of :data:`BLOCK`, each block's
@@ -278,22 +503,45 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
     subtraction is monotone). The LSE centre — K exponentials and a logarithm, the branch-free
     ones of :mod:`.elementary`, so this loop vectorises too — is evaluated in every lane and
     kept where it can decide a pass test (a valid unique winner with L_q > 0, since L_LSE ≤
-    L_q); ladder totals are accumulated per lane and summed once per cell run.
+    L_q); ladder totals are accumulated per lane and summed once per cell run. The §4 parts
+    reuse each depth's winners and bounds: adjacent increments against the previous visited
+    depth, transitions against the winner at T.
     """
     nq, _, C, na, npr = s.shape
     J = union_idx.shape[0]
     G = member.shape[0]
     NM = N_METHODS
+    S = sweep_idx.shape[0]
+    SC = max(S - 1, 0) if dyn else 0  # correctness depths: the visited ones before T
+    G0 = 0
+    if dyn:
+        for v in range(S):
+            if g0_of[v] >= 0:
+                G0 += 1
+    nqd = nq if dyn else 0
+    ngd = n_groups if dyn else 0
     X_out = np.full((nq, npr, G, 2 * NM), np.nan)
     tot = np.zeros((n_groups, J, npr, _N_TOT))
     hist = np.zeros((n_groups, npr, G, NM, J + 1))
+    inc_out = np.full((_N_INC, nqd, npr), np.nan)
+    rho = np.zeros((ngd, npr, RHO_BINS))
+    rho_n = np.zeros((ngd, npr))
+    prom_out = np.full((nqd, npr, G0), np.nan)
+    adv_out = np.full((nqd, npr), np.nan)
+    cgrid_out = np.full((nqd, npr), np.nan)
+    corr_D = np.full((3, nqd, npr, SC), np.nan)
+    corr_Q = np.full((3, nqd, npr), np.nan)
+    trans = np.zeros((ngd, 5, npr, SC))
+    trans_n = np.zeros((ngd, npr))
+    dyn_out = (inc_out, rho, rho_n, prom_out, adv_out, cgrid_out, corr_D, corr_Q, trans, trans_n)
     if nq == 0:
-        return X_out, tot, hist
+        return X_out, tot, hist, dyn_out
     order = np.argsort(codes, kind="mergesort")
     runs = _cell_runs(codes, order)
     B = BLOCK
     Y = np.empty((C, B))
     Xc = np.empty((C, B))
+    Xp = np.empty((C, B))
     real = np.empty((C, B), dtype=np.bool_)
     qi = np.empty(B, dtype=np.int64)
     kf = np.empty(B)
@@ -325,6 +573,20 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
     accB = np.empty((G, NM, B))
     posbuf = np.empty((max(na, 1), G, NM, B), dtype=np.int64)
     lane = np.zeros((J, _N_TOT, B))
+    # §4 lane buffers (sized 0 without dyn)
+    Bd = B if dyn else 0
+    lab = np.empty(Bd, dtype=np.int64)
+    argT = np.empty(Bd, dtype=np.int64)
+    okA = np.empty(Bd, dtype=np.bool_)
+    q_all = np.empty(Bd, dtype=np.bool_)
+    imax = np.empty(Bd)
+    imin = np.empty(Bd)
+    inc = np.empty((_N_INC - 1, Bd))
+    binbuf = np.empty((max(na, 1), S if dyn else 0, Bd), dtype=np.int64)
+    ccode = np.empty((max(na, 1), SC, Bd), dtype=np.int64)
+    caccT = np.empty(Bd)
+    pacc = np.empty((G0, Bd))
+    aacc = np.empty(Bd)
     fT = np.float64(T)
     for p in range(npr):
         for r in range(runs.shape[0] - 1):
@@ -345,6 +607,14 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                         for f in range(NM):
                             accD[g, f, ii] = 0.0
                             accB[g, f, ii] = 0.0
+                if dyn:
+                    for ii in range(nb):
+                        lab[ii] = label[qi[ii]]
+                        q_all[ii] = K[qi[ii]] >= 2
+                        caccT[ii] = 0.0
+                        aacc[ii] = 0.0
+                    inc[:, :nb] = 0.0
+                    pacc[:, :nb] = 0.0
                 for a in range(A_max):
                     # endpoint scores, validity and LSE(s_T), per question
                     for ii in range(nb):
@@ -364,8 +634,21 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                             for f in range(NM):
                                 Dg[g, f, ii] = fT
                                 pos[g, f, ii] = J
-                    for j in range(J):
-                        jj = union_idx[j]
+                    if dyn:  # the winner at T (lowest maximiser) and 1{y_T = y*}
+                        for ii in range(nb):
+                            okA[ii] = okT[ii]
+                            t_ = -np.inf
+                            w_ = 0
+                            for c in range(C):
+                                x = Y[c, ii]
+                                gt = real[c, ii] & (x > t_)
+                                w_ = c if gt else w_
+                                t_ = x if gt else t_
+                            argT[ii] = w_
+                            caccT[ii] += wA[ii] if (okT[ii] & (w_ == lab[ii])) else 0.0
+                    for v in range(S):
+                        jj = sweep_idx[v]
+                        j = union_of[v]
                         for ii in range(nb):
                             q = qi[ii]
                             for c in range(C):
@@ -375,7 +658,7 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                             top[ii] = -np.inf
                             arg[ii] = 0
                             fin[ii] = True
-                            ties[ii] = 0
+                            ties[ii] = 0  # the gap extrema of _geometry_depth
                             dmax[ii] = -np.inf
                             dmin[ii] = np.inf
                             dsum[ii] = 0.0
@@ -390,98 +673,44 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                                 gt = rl & (x > top[ii])
                                 arg[ii] = c if gt else arg[ii]
                                 top[ii] = x if gt else top[ii]
-                        for c in range(C):
-                            for ii in range(nb):
-                                x = Xc[c, ii]
-                                y = Y[c, ii]
-                                rl = real[c, ii]
-                                d = y - x
-                                isa = c == arg[ii]
-                                ties[ii] += 1 if (rl & (x == top[ii])) else 0
-                                dmax[ii] = max(dmax[ii], d) if rl else dmax[ii]
-                                dmin[ii] = min(dmin[ii], d) if rl else dmin[ii]
-                                dsum[ii] += d if rl else 0.0
-                                da[ii] = d if isa else da[ii]
-                                ya[ii] = y if isa else ya[ii]
-                                other = rl & (not isa)
-                                second[ii] = max(second[ii], x) if other else second[ii]
-                                hmax[ii] = max(hmax[ii], d) if other else hmax[ii]
-                                ymax[ii] = max(ymax[ii], y) if other else ymax[ii]
-                        # the ladder (pd:eq:gap-update .. pd:eq:pairing), as in ladder_at
-                        lj = lane[j]
-                        for ii in range(nb):
-                            v = okT[ii] & fin[ii]
-                            u = v & (ties[ii] == 1)
-                            uq[ii] = u
-                            m = top[ii] - second[ii]
-                            h = hmax[ii] - da[ii]
-                            R = ya[ii] - ymax[ii]
-                            B_q = dmax[ii] - dmin[ii]
-                            mid = (dmax[ii] + dmin[ii]) / 2.0
-                            b_mean = dsum[ii] / kf[ii]
-                            B_raw = B_q + 2.0 * abs(mid)
-                            B_mean = B_q + 2.0 * abs(mid - b_mean)
-                            L_dir = min(m - h, R)
-                            L_q = min(m - B_q, L_dir)
-                            L_raw = min(m - B_raw, L_q)
-                            Lb[0, ii] = L_raw
-                            Lb[1, ii] = min(m - B_mean, L_q)
-                            Lb[2, ii] = -np.inf
-                            Lb[3, ii] = L_q
-                            Lb[4, ii] = L_dir
-                            Lb[5, ii] = R
-                            w = wA[ii]
-                            wv = w if v else 0.0
-                            wu = w if u else 0.0
-                            lj[0, ii] += wv
-                            lj[1, ii] += wu
-                            lj[2, ii] += wu * m if u else 0.0
-                            lj[3, ii] += wu * L_raw if u else 0.0
-                            lj[4, ii] += wu * L_q if u else 0.0
-                            lj[5, ii] += wu * L_dir if u else 0.0
-                            lj[6, ii] += wu * R if u else 0.0
-                            lj[7, ii] += wu * (2.0 * abs(mid)) if u else 0.0
-                            lj[8, ii] += wu * (B_q - h) if u else 0.0
-                            lj[9, ii] += wu * ((R - m) + h) if u else 0.0
-                            lj[10, ii] += wu if (u and L_raw > 0.0) else 0.0
-                            lj[11, ii] += wu if (u and Lb[1, ii] > 0.0) else 0.0
-                            lj[13, ii] += wu if (u and L_q > 0.0) else 0.0
-                            lj[14, ii] += wu if (u and L_dir > 0.0) else 0.0
-                            lj[15, ii] += wu if (u and R > 0.0) else 0.0
-                            lj[16, ii] += wu if (u and L_q > 0.0 and L_raw <= 0.0) else 0.0
-                        # the LSE centre (as in ladder_at), evaluated branch-free in every lane and
-                        # kept only where it can pass: a valid unique winner with L_q > 0 (L_LSE <= L_q)
-                        for ii in range(nb):
-                            accL[ii] = 0.0
-                        for c in range(C):
-                            for ii in range(nb):
-                                e = exp_nonpos(Xc[c, ii] - top[ii])
-                                accL[ii] += e if real[c, ii] else 0.0
-                        for ii in range(nb):
-                            L_q = Lb[3, ii]
-                            b_lse = lseT[ii] - (top[ii] + log_ge1(accL[ii]))
-                            B_q = dmax[ii] - dmin[ii]
-                            mid = (dmax[ii] + dmin[ii]) / 2.0
-                            L_lse = min(top[ii] - second[ii] - (B_q + 2.0 * abs(mid - b_lse)), L_q)
-                            L_lse = L_lse if (uq[ii] & (L_q > 0.0)) else -np.inf
-                            Lb[2, ii] = L_lse
-                            lj[12, ii] += wA[ii] if L_lse > 0.0 else 0.0
-                        # earliest qualifying depths of each grid holding this depth
-                        dj = union_depths[j]
-                        for g in range(G):
-                            if not member[g, j]:
-                                continue
-                            for ii in range(nb):
-                                okg[g, ii] = okg[g, ii] & fin[ii]
-                            for b in range(6):
-                                f = b if b < 3 else b + 1  # methods raw, mean, LSE, (env), q, dir, res
+                        if j >= 0:
+                            _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, da, ya,
+                                            second, hmax, ymax, okT, kf, wA, lseT, accL, uq, Lb, lane[j])
+                            # earliest qualifying depths of each grid holding this depth
+                            dj = union_depths[j]
+                            for g in range(G):
+                                if not member[g, j]:
+                                    continue
                                 for ii in range(nb):
-                                    hit = uq[ii] & (Lb[b, ii] > 0.0) & (Dg[g, f, ii] == fT)
-                                    Dg[g, f, ii] = dj if hit else Dg[g, f, ii]
-                                    pos[g, f, ii] = j if hit else pos[g, f, ii]
+                                    okg[g, ii] = okg[g, ii] & fin[ii]
+                                for b in range(6):
+                                    f = b if b < 3 else b + 1  # methods raw, mean, LSE, (env), q, dir, res
+                                    for ii in range(nb):
+                                        hit = uq[ii] & (Lb[b, ii] > 0.0) & (Dg[g, f, ii] == fT)
+                                        Dg[g, f, ii] = dj if hit else Dg[g, f, ii]
+                                        pos[g, f, ii] = j if hit else pos[g, f, ii]
+                        if dyn:
+                            for ii in range(nb):
+                                okA[ii] = okA[ii] & fin[ii]
+                            if v >= 1:  # the adjacent increment d = s_v - s_{v-1} (pd:eq:tau)
+                                _increment_depth(Xc, Xp, real, nb, C, okT, wA, imax, imin, inc, binbuf[a, v])
+                            if v < S - 1:  # correctness at t < T (r3:eq:correctness)
+                                _correctness_codes(nb, arg, argT, lab, ccode[a, v])
+                            gp = g0_of[v]
+                            if gp >= 0:  # promotion sets on grid 0 (pd:app:eq:promotion-set)
+                                for ii in range(nb):
+                                    pro = okT[ii] & uq[ii] & (Lb[3, ii] > 0.0) & (not (Lb[0, ii] > 0.0))
+                                    pacc[gp, ii] += wA[ii] if pro else 0.0
+                        if dyn:  # the next depth's increment starts here
+                            for c in range(C):
+                                for ii in range(nb):
+                                    Xp[c, ii] = Xc[c, ii]
                     for ii in range(nb):
                         if a >= nA[ii]:
                             continue
+                        if dyn:
+                            q_all[ii] = q_all[ii] & okA[ii]
+                            aacc[ii] += wA[ii] if (G > 0 and Dg[0, 4, ii] < Dg[0, 0, ii]) else 0.0
                         for g in range(G):
                             if not okg[g, ii]:
                                 q_ok[g, ii] = False
@@ -504,13 +733,13 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                             X_out[q, p, g, NM + f] = accB[g, f, ii] / A_i
                             for a in range(A_i):
                                 hist[g_i, p, g, f, posbuf[a, g, f, ii]] += wA[ii]
+                if dyn:
+                    _dynamics_block(nb, qi, nA, wA, K, lab, q_all, q_ok, G, S, SC, G0, g0_of, g_i, p, inc, binbuf,
+                                    ccode, caccT, pacc, aacc, dyn_out)
             for j in range(J):
                 for f in range(_N_TOT):
-                    acc = 0.0
-                    for ii in range(B):
-                        acc += lane[j, f, ii]
-                    tot[g_i, j, p, f] += acc
-    return X_out, tot, hist
+                    tot[g_i, j, p, f] += _lane_sum(lane[j, f], B)
+    return X_out, tot, hist, dyn_out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ import itertools
 import numpy as np
 from numba import njit
 
-from .kernels import gaps_at, q_raw_bounds
+from . import kernels as _kern
+from .kernels import RHO_BINS, gaps_at, q_raw_bounds
 
 __all__ = [
     "CORRECTNESS_DEPTH_FIELDS",
@@ -47,14 +48,12 @@ __all__ = [
     "promotion_pass",
 ]
 
-#: Number of ρ histogram bins: bin k holds k/100 ≤ ρ < (k+1)/100, the last one ρ = 1 (``pd:eq:tau``).
-RHO_BINS = 101
-
 #: Rows of :func:`increments_pass`'s first output, in order (``pd:eq:tau``).
 INCREMENT_FIELDS: tuple[str, ...] = (
     "n_pairs", "n_I", "n_zero_span", "sum_r", "sum_q", "sum_tr", "sum_rho", "complete_increments",
 )
 (I_NPAIRS, I_NI, I_NZERO, I_SR, I_SQ, I_STR, I_SRHO, I_COMPLETE) = range(len(INCREMENT_FIELDS))
+assert len(INCREMENT_FIELDS) == _kern._N_INC  # the fused sweep of kernels.geometry_pass writes the same rows
 
 #: Rows of :func:`permutation_pass`'s output, in order (``r3:eq:permutation``,
 #: ``pd:app:tab:permutation``, ``pd:app:tab:transitions``).

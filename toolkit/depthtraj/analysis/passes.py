@@ -127,16 +127,33 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
     cells, rows, codes, mcodes = local_codes(cols)
     n_groups = len(cells)
     keys = question_keys(cols["id"]) if draws > 0 else np.zeros(len(K), np.uint64)
-    X, tot, hist = kern.geometry_pass(
+    if dyn is not None:  # the sweep visits every depth <= T; the §4 increments, promotion and correctness ride on it
+        sweep = (dyn["sweep_idx"], dyn["union_of"], dyn["g0_of"])
+    else:
+        sweep = (union_idx, np.arange(len(union_idx), dtype=np.int64), np.full(len(union_idx), -1, np.int64))
+    X, tot, hist, dy = kern.geometry_pass(
         s, K, A_used, codes, n_groups,
-        union_idx, t_idx, member, union_depths, float(T),
+        union_idx, t_idx, member, union_depths, float(T), label, *sweep, dyn is not None,
     )
     nq = X.shape[0]
     X = X.reshape(nq, -1)  # geometry columns: (precision, grid, field)
     used = np.arange(s.shape[3])[None, :] < A_used[:, None]
+    cell_parts = {}  # sum-only parts the sweep summed per cell: entered with the chunk's first block
     if dyn is not None:
-        from .correctness import correctness_kernel
-        from .dynamics import dynamics_kernel
+        from . import kernels_dynamics as kd
+        from .correctness import _compiled_args
+        from .dynamics import _permutation
+
+        inc, rho, rho_n, promoted, advanced, complete_grid, corr_D, corr_Q, trans, trans_n = dy
+        fused = dict(zip(kd.INCREMENT_FIELDS, inc))
+        fused.update(promoted=promoted, advanced=advanced, complete_grid=complete_grid,
+                     acc=corr_D[0], acc_change=corr_D[1], disagree=corr_D[2],
+                     acc_T=corr_Q[0], eps=corr_Q[1])
+        cell_parts["rho_hist"] = (rho, np.broadcast_to(rho_n[:, :, None], rho.shape))
+        for r, v in enumerate(CORRECTNESS_SUM):
+            cell_parts[v] = (trans[:, r], np.broadcast_to(trans_n[:, :, None], trans[:, r].shape))
+        s_c, K_c, u_c, y_c = _compiled_args(s, K, used, label)
+        grid_idx = np.asarray(dyn["grid_idx"], dtype=np.int64)
     out = None
     # Per-question summaries are reduced block by block (ROWS questions): their columns, and the
     # float64 copies the NumPy kernels make, never exist for a whole chunk at once.
@@ -144,18 +161,19 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
         sl = slice(a, min(nq, a + ROWS))
         m = sl.stop - sl.start
         b_cols, s_parts = [X[sl]], []
+
+        def cell_part(v, first=a == 0):
+            x, c = cell_parts[v]
+            w = int(np.prod(x.shape[1:]))
+            x, c = x.reshape(len(x), w), c.reshape(len(c), w)
+            return ("c", (x, c) if first else (np.zeros_like(x), np.zeros(c.shape)))
+
         if dyn is not None:
-            d = dynamics_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["inc_idx"], grid_idx=dyn["grid_idx"],
-                                endpoint_idx=t_idx, used=used[sl])
-            c = correctness_kernel(s[sl], K[sl], label[sl], depth_idx=dyn["corr_idx"], grid_idx=dyn["grid_idx"],
-                                   endpoint_idx=t_idx, used=used[sl], codes=codes[sl], n_groups=n_groups)
-            b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [c[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
-            s_parts += [("q", d[v].reshape(m, -1)) for v in DYNAMICS_SUM]
-            if n_groups:  # the transitions come summed per cell
-                s_parts += [("c", (c[v][0].reshape(n_groups, -1), c[v][1].reshape(n_groups, -1)))
-                            for v in CORRECTNESS_SUM]
-            else:  # no question: correctly shaped empty columns
-                s_parts += [("q", c[v].reshape(m, -1)) for v in CORRECTNESS_SUM]
+            d = {v: x[sl] for v, x in fused.items()}
+            d.update(_permutation(s_c[sl], K_c[sl], u_c[sl], y_c[sl], grid_idx, int(t_idx)))
+            b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [d[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
+            s_parts += [cell_part(v) if v in cell_parts else ("q", d[v].reshape(m, -1)) for v in DYNAMICS_SUM]
+            s_parts += [cell_part(v) for v in CORRECTNESS_SUM]
         if eng is not None:
             from .energy import attenuation_kernel, energy_kernel, energy_totals_kernel
 
@@ -381,9 +399,13 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
     before = [t for t in recorded if t < T]
     dyn = None
     if dynamics:
+        # the sweep of kernels.geometry_pass visits every depth <= T (the increments' depths; the
+        # correctness depths are those before T) and knows each one's place in the union and grid 0
         dyn = dict(
-            inc_idx=[recorded.index(t) for t in upto], grid_idx=[recorded.index(t) for t in grids[0].depths],
-            corr_idx=[recorded.index(t) for t in before],
+            grid_idx=[recorded.index(t) for t in grids[0].depths],
+            sweep_idx=np.array([recorded.index(t) for t in upto], dtype=np.int64),
+            union_of=np.array([union.index(t) if t in union else -1 for t in upto], dtype=np.int64),
+            g0_of=np.array([grids[0].depths.index(t) if t in grids[0].depths else -1 for t in upto], dtype=np.int64),
         )
     eng = None
     if energy and len(upto) >= 2:
