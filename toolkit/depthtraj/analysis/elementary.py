@@ -14,8 +14,11 @@ The margin ladder's LSE centre ``b_LSE = LSE(s_T) - LSE(s_t)`` (``pd:eq:centerin
 every question-depth, takes ``LSE(s_t)`` through these two functions both in the per-trajectory
 :func:`depthtraj.analysis.kernels.ladder_at` and in the vectorised store pass
 :func:`~depthtraj.analysis.kernels.geometry_pass`, so the two compute bitwise the same b_LSE and
-take the same pass/fail decisions. (Scalar code gains nothing from them: a libm call is as fast
-there, and the once-per-trajectory ``LSE(s_T)`` and the §5 energies keep NumPy's ``exp``/``log``.)
+take the same pass/fail decisions. The §5 per-question interval energies
+(:func:`depthtraj.analysis.energy._question_means`, laid out across questions the same way) take
+their LSEs through them too. (Scalar code gains nothing from them: a libm call is as fast there,
+so the once-per-trajectory ``LSE(s_T)`` and the per-trajectory §5 routines keep NumPy's
+``exp``/``log``; the two agree to rounding.)
 """
 
 from __future__ import annotations
