@@ -104,9 +104,10 @@ ENERGY_BOOT = ("Q_early", "C_early", "E_early", "E_M_early", "E_kappa_early", "E
 ENERGY_SUM = ("c", "Q", "C", "E", "dlogM", "dkappa", "E_M", "E_kappa", "E_cross", "complete_energy")
 #: §6 centre-residual sums folded into the pass (:mod:`.scale`, ``pd:app:scale``): summed only.
 SCALE_SUM = ("raw_radius", "mean_excess", "lse_excess", "complete_scale")
-#: Questions per block of per-question summaries inside a chunk (memory bound; small enough that
-#: the kernels' outputs stay in cache).
-ROWS = 1024
+#: Questions per block inside a chunk: the geometry sweep and the other kernels run block by
+#: block, so their per-question outputs stay in cache (memory bound); large enough that the
+#: Python between kernel calls, which holds the GIL, is a small share of the threads' time.
+ROWS = 4096
 
 
 def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
@@ -131,49 +132,43 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
         sweep = (dyn["sweep_idx"], dyn["union_of"], dyn["g0_of"])
     else:
         sweep = (union_idx, np.arange(len(union_idx), dtype=np.int64), np.full(len(union_idx), -1, np.int64))
-    X, tot, hist, dy = kern.geometry_pass(
-        s, K, A_used, codes, n_groups,
-        union_idx, t_idx, member, union_depths, float(T), label, *sweep, dyn is not None,
-    )
-    nq = X.shape[0]
-    X = X.reshape(nq, -1)  # geometry columns: (precision, grid, field)
+    nq = s.shape[0]
     used = np.arange(s.shape[3])[None, :] < A_used[:, None]
-    cell_parts = {}  # sum-only parts the sweep summed per cell: entered with the chunk's first block
     if dyn is not None:
         from . import kernels_dynamics as kd
         from .correctness import _compiled_args
         from .dynamics import _permutation
 
-        inc, rho, rho_n, promoted, advanced, complete_grid, corr_D, corr_Q, trans, trans_n = dy
-        fused = dict(zip(kd.INCREMENT_FIELDS, inc))
-        fused.update(promoted=promoted, advanced=advanced, complete_grid=complete_grid,
-                     acc=corr_D[0], acc_change=corr_D[1], disagree=corr_D[2],
-                     acc_T=corr_Q[0], eps=corr_Q[1])
-        cell_parts["rho_hist"] = (rho, np.broadcast_to(rho_n[:, :, None], rho.shape))
-        for r, v in enumerate(CORRECTNESS_SUM):
-            cell_parts[v] = (trans[:, r], np.broadcast_to(trans_n[:, :, None], trans[:, r].shape))
         s_c, K_c, u_c, y_c = _compiled_args(s, K, used, label)
         grid_idx = np.asarray(dyn["grid_idx"], dtype=np.int64)
     out = None
-    # Per-question summaries are reduced block by block (ROWS questions): their columns, and the
-    # float64 copies the NumPy kernels make, never exist for a whole chunk at once.
+    tot = hist = None
+    # Questions are taken block by block (ROWS questions): the sweep's per-question summaries,
+    # and the float64 copies the NumPy kernels make, never exist for a whole chunk at once.
     for a in range(0, max(nq, 1), ROWS):
         sl = slice(a, min(nq, a + ROWS))
         m = sl.stop - sl.start
-        b_cols, s_parts = [X[sl]], []
-
-        def cell_part(v, first=a == 0):
-            x, c = cell_parts[v]
-            w = int(np.prod(x.shape[1:]))
-            x, c = x.reshape(len(x), w), c.reshape(len(c), w)
-            return ("c", (x, c) if first else (np.zeros_like(x), np.zeros(c.shape)))
-
+        X, tot_b, hist_b, dy = kern.geometry_pass(
+            s[sl], K[sl], A_used[sl], codes[sl], n_groups,
+            union_idx, t_idx, member, union_depths, float(T), label[sl], *sweep, dyn is not None,
+        )
+        tot = tot_b if tot is None else tot + tot_b
+        hist = hist_b if hist is None else hist + hist_b
+        b_cols, s_parts = [X.reshape(m, -1)], []  # geometry columns: (precision, grid, field)
         if dyn is not None:
-            d = {v: x[sl] for v, x in fused.items()}
+            inc, rho, rho_n, promoted, advanced, complete_grid, corr_D, corr_Q, trans, trans_n = dy
+            d = dict(zip(kd.INCREMENT_FIELDS, inc))
+            d.update(promoted=promoted, advanced=advanced, complete_grid=complete_grid,
+                     acc=corr_D[0], acc_change=corr_D[1], disagree=corr_D[2], acc_T=corr_Q[0], eps=corr_Q[1])
             d.update(_permutation(s_c[sl], K_c[sl], u_c[sl], y_c[sl], grid_idx, int(t_idx)))
+            # sum-only parts the sweep summed per cell: (sums, counts) [group, columns]
+            cell = {"rho_hist": (rho, np.broadcast_to(rho_n[:, :, None], rho.shape))}
+            for r, v in enumerate(CORRECTNESS_SUM):
+                cell[v] = (trans[:, r], np.broadcast_to(trans_n[:, :, None], trans[:, r].shape))
+            cell = {v: tuple(x.reshape(n_groups, int(np.prod(x.shape[1:]))) for x in xc) for v, xc in cell.items()}
             b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [d[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
-            s_parts += [cell_part(v) if v in cell_parts else ("q", d[v].reshape(m, -1)) for v in DYNAMICS_SUM]
-            s_parts += [cell_part(v) for v in CORRECTNESS_SUM]
+            s_parts += [("c", cell[v]) if v in cell else ("q", d[v].reshape(m, -1)) for v in DYNAMICS_SUM]
+            s_parts += [("c", cell[v]) for v in CORRECTNESS_SUM]
         if eng is not None:
             from .energy import attenuation_kernel, energy_kernel, energy_totals_kernel
 
