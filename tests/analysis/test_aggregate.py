@@ -237,3 +237,18 @@ def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn, native):
             got = pass_statistic(res, kind, var)[0]
             w = cwant[name].transpose("task", "precision", ...).values
             np.testing.assert_allclose(got, w, rtol=1e-9, atol=1e-9, equal_nan=True, err_msg=name)
+
+
+def test_one_pass_over_no_question(small_store):
+    # a selection that leaves no question still gives correctly shaped, empty results
+    from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
+    from depthtraj.analysis.cli import attenuation_windows
+
+    ds = open_store(small_store)
+    score = score_of(ds).isel(question=slice(0, 0))
+    rec = [int(t) for t in ds.depth.values]
+    windows, _ = attenuation_windows(rec, rec[-1])
+    delayed, meta = store_pass(score, [parse_grid("quarter", rec, rec[-1])], draws=3, windows=windows)
+    res = finish_pass(delayed.compute(), meta)
+    assert res.groups == [] and res.sums.shape[0] == 0 and res.boot_sums.shape[:2] == (0, 3)
+    assert all(v[0].shape[0] == 0 for v in res.extra["boot"].values())

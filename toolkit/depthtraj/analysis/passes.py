@@ -154,7 +154,7 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
         )
         tot = tot_b if tot is None else tot + tot_b
         hist = hist_b if hist is None else hist + hist_b
-        b_cols, s_parts = [X.reshape(m, -1)], []  # geometry columns: (precision, grid, field)
+        b_cols, s_parts = [_columns(X, m)], []  # geometry columns: (precision, grid, field)
         if dyn is not None:
             inc, rho, rho_n, promoted, advanced, complete_grid, corr_D, corr_Q, trans, trans_n = dy
             d = dict(zip(kd.INCREMENT_FIELDS, inc))
@@ -166,8 +166,8 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
             for r, v in enumerate(CORRECTNESS_SUM):
                 cell[v] = (trans[:, r], np.broadcast_to(trans_n[:, :, None], trans[:, r].shape))
             cell = {v: tuple(x.reshape(n_groups, int(np.prod(x.shape[1:]))) for x in xc) for v, xc in cell.items()}
-            b_cols += [d[v].reshape(m, -1) for v in DYNAMICS_BOOT] + [d[v].reshape(m, -1) for v in CORRECTNESS_BOOT]
-            s_parts += [("c", cell[v]) if v in cell else ("q", d[v].reshape(m, -1)) for v in DYNAMICS_SUM]
+            b_cols += [_columns(d[v], m) for v in DYNAMICS_BOOT] + [_columns(d[v], m) for v in CORRECTNESS_BOOT]
+            s_parts += [("c", cell[v]) if v in cell else ("q", _columns(d[v], m)) for v in DYNAMICS_SUM]
             s_parts += [("c", cell[v]) for v in CORRECTNESS_SUM]
         if eng is not None:
             from .energy import attenuation_kernel, energy_kernel, energy_totals_kernel
@@ -177,7 +177,7 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
                 w = eng["windows"]
                 at = attenuation_kernel(s[sl], K[sl], upos=w["upos"], ia=w["ia"], ib=w["ib"],
                                         n_early=w["n_early"], used=used_e)
-                b_cols += [at[v].reshape(m, -1) for v in ENERGY_BOOT]
+                b_cols += [_columns(at[v], m) for v in ENERGY_BOOT]
             if n_groups:  # summed per cell in one reduction: complete questions count once per column
                 e = energy_totals_kernel(s[sl], K[sl], codes[sl], n_groups, upos=eng["upos"], ia=eng["ia"],
                                          ib=eng["ib"], used=used_e)
@@ -188,7 +188,7 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
                     s_parts.append(("c", (x.reshape(n_groups, -1), cnt.reshape(n_groups, -1))))
             else:
                 e = energy_kernel(s[sl], K[sl], upos=eng["upos"], ia=eng["ia"], ib=eng["ib"], used=used_e)
-                s_parts += [("q", e[v].reshape(m, -1)) for v in ENERGY_SUM]
+                s_parts += [("q", _columns(e[v], m)) for v in ENERGY_SUM]
         if mrg is not None:
             from .marginal import marginal_kernel
 
@@ -198,18 +198,18 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
             for win in ("all", "late"):
                 src, dst = mrg[win]
                 mk = marginal_kernel(s[sl], K[sl], src_idx=src, dst_idx=dst, used=used_m)
-                b_cols += [mk["xi_C"].reshape(m, -1), mk["xi_E"].reshape(m, -1)]
+                b_cols += [_columns(mk["xi_C"], m), _columns(mk["xi_E"], m)]
                 # per marginal group (cell × subject × K × A_i): Σω, Σω d, Σω‖d‖², Σω C
                 for v in ("xi_n", "xi_S", "xi_E_t", "xi_C_t"):
                     x = np.asarray(mk[v], dtype=np.float64)
                     acc = np.zeros((len(rows),) + x.shape[1:])
-                    kern.group_add(acc.reshape(len(acc), -1), mc, x.reshape(m, -1))
+                    kern.group_add(_columns(acc, len(acc)), mc, _columns(x, m))
                     gsum.append(acc)
         if scl is not None:
             from .scale import centre_residual_kernel
 
             sc_ = centre_residual_kernel(s[sl], K[sl], depth_idx=scl["depth_idx"], alphas=scl["alphas"], used=used[sl])
-            s_parts += [("q", sc_[v].reshape(m, -1)) for v in SCALE_SUM]
+            s_parts += [("q", _columns(sc_[v], m)) for v in SCALE_SUM]
         if draws > 0:  # the bootstrap multiplies one [questions, columns] matrix
             r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
                         seed=seed, sub=sub)
@@ -221,6 +221,13 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
         out = r if out is None else tuple(x + y for x, y in zip(out, r))
     sums, counts, boot_s, boot_c, ss, sc, *marg = out
     return cells, rows, (sums, counts, boot_s, boot_c, tot, hist, ss, sc), tuple(marg)
+
+
+def _columns(x, m):
+    """``x`` ``[question, ...]`` as ``[question, column]`` (also for no question, where
+    ``reshape(0, -1)`` cannot infer the width)."""
+    x = np.asarray(x)
+    return x.reshape(m, int(np.prod(x.shape[1:], dtype=np.int64)))
 
 
 def _sum_parts(parts, codes, n_groups):
