@@ -183,8 +183,7 @@ def _index(idx) -> np.ndarray:
     return np.asarray(list(idx), dtype=np.int64).reshape(-1)
 
 
-def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=None, codes=None,
-                       n_groups: int = 0) -> dict[str, np.ndarray]:
+def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=None) -> dict[str, np.ndarray]:
     """Per-question correctness summaries of one question chunk (compiled:
     :func:`~depthtraj.analysis.kernels_dynamics.correctness_pass`).
 
@@ -199,10 +198,6 @@ def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=
         grid 𝒯 for ε, and of the endpoint T.
     used
         ``[q, arrangement]`` bool, the arrangements each question uses (default: inferred).
-    codes, n_groups
-        with ``n_groups > 0``, the questions' cells ``[q]`` (< ``n_groups``): the five
-        transitions are then returned summed per cell only (the store pass), as ``(sums [cell,
-        precision, J], counts [cell, precision, J])`` tuples under their names.
 
     Returns
     -------
@@ -215,16 +210,9 @@ def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=
     from . import kernels_dynamics as kd
 
     s, K, u, y = _compiled_args(s, K, used, answer)
-    n_groups = int(n_groups) if codes is not None else 0
-    codes = np.zeros(0, np.int64) if codes is None else np.ascontiguousarray(codes, dtype=np.int64)
-    D, Q, T_sum, T_count = kd.correctness_pass(s, K, u, y, _index(depth_idx), _index(grid_idx), int(endpoint_idx),
-                                               codes, n_groups)
+    D, Q = kd.correctness_pass(s, K, u, y, _index(depth_idx), _index(grid_idx), int(endpoint_idx))
     out = dict(zip(kd.CORRECTNESS_DEPTH_FIELDS, D))
     out.update(zip(kd.CORRECTNESS_FIELDS, Q))
-    if n_groups > 0:
-        counts = np.broadcast_to(T_count[:, :, None], T_sum.shape[:1] + T_sum.shape[2:])
-        for r, name in enumerate(kd.CORRECTNESS_DEPTH_FIELDS[kd.C_WC:kd.C_WW + 1]):
-            out[name] = (T_sum[:, r], counts)
     return out
 
 

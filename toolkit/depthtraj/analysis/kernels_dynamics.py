@@ -437,44 +437,33 @@ def permutation_pass(s, K, used, answer, grid_idx, t_idx, perms):
 # correctness (r3:eq:correctness, pd:app:tab:transitions, pd:eq:format-summaries)
 # ----------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, error_model="numpy")
-def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx, codes, n_groups):
+def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx):
     """Per-question accuracy, transitions t → T and endpoint disagreement.
 
     Winners y_t at the depths ``depth_idx`` (J of them), at the grid ``grid_idx`` and at T
     (``t_idx``), per used arrangement (weight 1/A_i).
 
-    Returns ``(D, Q, T_sum, T_count)``: ``D`` float64 ``[len(CORRECTNESS_DEPTH_FIELDS), question,
+    Returns ``(D, Q)``: ``D`` float64 ``[len(CORRECTNESS_DEPTH_FIELDS), question,
     precision, J]`` with rows :data:`CORRECTNESS_DEPTH_FIELDS` — means over used arrangements of
     1{y_t = y*}, of the five transitions W→C, C→W, W→W′, C→C, W=W, of ``1{y_T = y*} - 1{y_t =
     y*}`` and of 1{y_t ≠ y_T} — and ``Q`` float64 ``[len(CORRECTNESS_FIELDS), question,
     precision]``: ``acc_T``, ``eps`` = mean over grid depths and used arrangements of 1{y_t ≠
     y_T} (NaN for an empty grid), and 1.0 for a complete (question, arm). NaN where incomplete
     (K_i < 2 or a used arrangement not finite at one of those depths); label-dependent rows (all
-    but ``disagree`` and ``eps``) NaN where y* is unknown.
-
-    With ``n_groups > 0`` the five transition rows are summed per cell instead (``codes``
-    ``[question]`` the cells): ``T_sum`` ``[group, 5, precision, J]`` holds Σ_i of those rows and
-    ``T_count`` ``[group, precision]`` the number of questions where they are finite (complete,
-    y* known), and the rows of ``D`` are left 0 — the store pass needs only their cell totals.
-    With ``n_groups = 0`` both are empty.
+    but ``disagree`` and ``eps``) NaN where y* is unknown. (The store pass takes these from the
+    geometry sweep, :func:`depthtraj.analysis.kernels.geometry_pass`.)
     """
     nq, _, C, na, npr = s.shape
     J = depth_idx.shape[0]
     G = grid_idx.shape[0]
-    cells = n_groups > 0
     D = np.zeros((len(CORRECTNESS_DEPTH_FIELDS), nq, npr, J))
     Q = np.zeros((len(CORRECTNESS_FIELDS), nq, npr))
-    T_sum = np.zeros((n_groups, C_WW - C_WC + 1, npr, J))
-    T_count = np.zeros((n_groups, npr))
-    tbuf = np.zeros((C_WW - C_WC + 1, npr, J))
     ok = np.empty(npr, dtype=np.bool_)
     for i in range(nq):
         k = min(int(K[i]), C)
         y = int(answer[i])
         known = 0 <= y < K[i]
         w = 1.0 / max(_n_used(used, i), 1)
-        if cells:
-            tbuf[:] = 0.0
         for p in range(npr):
             ok[p] = K[i] >= 2
         for a in range(na):
@@ -507,10 +496,7 @@ def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx, codes, n_gr
                     c_t = yt == y
                     # exactly one transition category; branch-free (selects)
                     cat = (C_CC if c_T else C_CW) if c_t else (C_WC if c_T else (C_WW if yt == yT else C_WWP))
-                    if cells:
-                        tbuf[cat - C_WC, p, j] += w
-                    else:
-                        D[cat, i, p, j] += w
+                    D[cat, i, p, j] += w
                     D[C_ACC, i, p, j] += w if c_t else 0.0
                     D[C_CHANGE, i, p, j] += ((1.0 if c_T else 0.0) - (1.0 if c_t else 0.0)) * w
                     D[C_DIS, i, p, j] += w if yt != yT else 0.0
@@ -524,10 +510,4 @@ def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx, codes, n_gr
             if not known:
                 D[:C_DIS, i, p, :] = np.nan
                 Q[C_ACCT, i, p] = np.nan
-            elif cells:
-                g_i = codes[i]
-                T_count[g_i, p] += 1.0
-                for r in range(C_WW - C_WC + 1):
-                    for j in range(J):
-                        T_sum[g_i, r, p, j] += tbuf[r, p, j]
-    return D, Q, T_sum, T_count
+    return D, Q
