@@ -101,3 +101,30 @@ def test_open_for_analysis_reads_whole_multiples_of_the_stored_chunk(small_store
     np.testing.assert_allclose(got.boot_sums, ref.boot_sums, rtol=1e-12)
     monkeypatch.setattr(geometry, "CHUNK_BYTES", 16 * per_question)  # the stored chunk is enough
     assert geometry.analysis_rows(ds) is None
+
+
+@pytest.mark.parametrize("kind", ["StringDType", "object", "U", "int"])
+def test_key_factorisation_matches_a_plain_loop(kind):
+    # codes and uniques in order of first appearance, whatever the number of values (the
+    # whole-column scans for the common values, then hashing for the rest) and the dtype
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from depthtraj.analysis.questions import _factorize
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.integers(0, 12), max_size=300), st.integers(1, 12))
+    def check(draw, spread):
+        vals = [v % spread for v in draw]
+        if kind == "int":
+            x, want_vals = np.array(vals, dtype=np.int64), vals
+        else:
+            names = [f"t{v}" if v else "" for v in vals]  # "" too: an empty text is a value
+            dtype = {"StringDType": np.dtypes.StringDType(), "object": object, "U": "U4"}[kind]
+            x, want_vals = np.array(names, dtype=dtype).reshape(len(names)), names
+        seen: dict = {}
+        want = [seen.setdefault(v, len(seen)) for v in want_vals]
+        codes, uniques = _factorize(x, kind != "int")
+        assert codes.tolist() == want and list(uniques) == list(seen)
+
+    check()

@@ -86,16 +86,51 @@ def _key_columns(cols: dict) -> list[tuple[np.ndarray, bool]]:
     return out
 
 
+#: Distinct values a key column is scanned for by whole-column comparisons before the rest goes
+#: to a hash factorisation (:func:`_factorize`).
+_SCANS = 4
+
+
 def _factorize(x: np.ndarray, text: bool) -> tuple[np.ndarray, np.ndarray]:
     """``(codes, uniques)`` of one key column in order of first appearance; text columns compare
-    as ``str(value)``. A column constant over the chunk (the usual case) costs one comparison."""
+    as ``str(value)``.
+
+    Key columns hold few distinct values per chunk (tasks, K, A_q; subjects a few dozen), so
+    up to :data:`_SCANS` values are found by comparing the whole column with each in turn
+    (vectorised, also on NumPy's variable-width strings: no Python object per question), while
+    each covers at least an eighth of the chunk; what remains, if anything, is factorised by
+    hashing (pandas)."""
     import pandas as pd
 
-    if len(x) and bool(np.all(x == x[0])):
-        u = x[:1]
-        return np.zeros(len(x), np.int64), (_text(u) if text else u)
-    c, u = pd.factorize(_text(x) if text else x)
-    return np.asarray(c, np.int64), np.asarray(u, dtype=object if text else np.int64)
+    x = np.asarray(x)
+    if text and x.dtype.kind not in "TU":
+        x = _text(x)  # objects or numbers: compare as str(value)
+    n = len(x)
+    codes = np.full(n, -1, np.int64)
+    uniques = []
+    start = 0  # the first question not yet coded
+    while start < n and len(uniques) < _SCANS:
+        v = x[start]
+        eq = x == v  # distinct values never compare equal: eq holds only uncoded questions
+        if not eq[start]:  # a value unequal to itself (NaN): left to the hashing
+            break
+        codes[eq] = len(uniques)
+        uniques.append(v)
+        left = codes[start:] < 0
+        start = start + int(left.argmax()) if left.any() else n
+        if 8 * int(np.count_nonzero(eq)) < n:  # a rare value: many values, hashing is cheaper
+            break
+    if start < n:
+        rest = np.flatnonzero(codes < 0)
+        if 2 * len(rest) > n:  # most of the column is left: hash all of it (no gather)
+            rest, uniques = slice(None), []
+        c, u = pd.factorize(x[rest].astype(object) if text else x[rest])
+        c = np.asarray(c, np.int64)
+        codes[rest] = np.where(c >= 0, c + len(uniques), -1)
+        uniques.extend(u.tolist())
+    if text:
+        return codes, np.array([str(v) for v in uniques], dtype=object).reshape(len(uniques))
+    return codes, np.asarray(uniques, dtype=np.int64).reshape(len(uniques))
 
 
 def group_name(row: tuple) -> str:
