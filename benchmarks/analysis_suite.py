@@ -86,7 +86,7 @@ def _child(args) -> dict:
             score = score.persist()
         flags = {"geometry": dict(dynamics=False, energy=False, marginal=False, scale=False),
                  "s34": dict(dynamics=True, energy=False, marginal=False, scale=False),
-                 "s5": dict(dynamics=False, energy=True, marginal=True, scale=False, windows=windows),
+                 "s5": dict(geometry=False, dynamics=False, energy=True, marginal=True, scale=False, windows=windows),
                  "all": dict(windows=windows)}[args.sections]
         t = time.perf_counter()
         d, meta = store_pass(score, grids, draws=args.draws, **flags)
@@ -153,7 +153,8 @@ def main(argv: list[str]) -> int:
 
     print(f"# Analysis pass vs one read of `score` ({os.cpu_count()} cores, threads scheduler)\n")
     print("Pass sections (`store_pass`, quarter + native grids, no bootstrap): §3 = ladder, D_j, W_j; §3–4 adds "
-          "dynamics and correctness; §5 = energies, attenuation windows and the marginal reference alone; "
+          "dynamics and correctness; §5 = energies, attenuation windows and the marginal reference alone (no §3 sweep, as "
+          "`--sections 5`); "
           "§3–6 = everything the command computes. `analyze` = the command `depthtraj analyze STORE --format json` "
           "end to end (open, pass, every table), without and with the 5,000-draw bootstrap. "
           "Ratios are to the read in the same run, in the analysis chunks the pass reads (`open_for_analysis`; "

@@ -93,6 +93,8 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
         (dict(scheduler_spec="fastest"), "--scheduler must be"),
         (dict(scale_check="0.5,-2"), "--scale-check: every scale α must be a positive number"),
         (dict(scale_check="two"), "--scale-check expects positive numbers"),
+        (dict(sections="3,7"), "--sections must be a comma list of 3, 4, 5, 6"),
+        (dict(sections="energy"), "--sections must be a comma list"),
     ],
 )
 def test_user_errors_are_one_line(capsys, small_store, kwargs, message):
@@ -305,3 +307,35 @@ def test_scale_check_table(capsys, small_store):
             assert all(v == 0.0 for v in devs)
     code, out, _ = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0)
     assert "scale_check" not in json.loads(out)["analyses"][0]["tables"]  # opt-in: a pass per α
+
+
+@pytest.mark.parametrize("sections", ["3", "4", "5", "6", "3,5", "4,6"])
+def test_sections_give_their_tables_as_in_the_full_run(capsys, small_store, sections):
+    # --sections keeps exactly the tables of those sections (the pass skips the rest), with the
+    # same rows as the full run
+    from depthtraj.analysis.cli import SECTIONS, parse_sections
+
+    kw = dict(fmt="json", seed=2, bootstrap=50, scale_check=None)
+    code, out, _ = _run(capsys, small_store, **kw)
+    assert code == 0
+    full = json.loads(out)["analyses"]
+    code, out, _ = _run(capsys, small_store, sections=sections, **kw)
+    assert code == 0
+    part = json.loads(out)["analyses"]
+    wanted = parse_sections(sections)
+    assert len(part) == (2 if 3 in wanted else 1)
+    for a, f in zip(part, full):
+        assert a["grid"] == f["grid"]
+        names = set(a["tables"]) | set(a.get("skipped", {}))
+        of = {t: n for n, ts in SECTIONS.items() for t in ts}
+        assert names and all(of.get(t, 0) in wanted for t in a["tables"]), (sections, sorted(names))
+        expect = {t for t in f["tables"] if of.get(t) in wanted}
+        assert set(a["tables"]) == expect
+        for t in expect:  # estimates equal; interval bounds up to the float32 bootstrap products
+            for ra, rf in zip(a["tables"][t]["rows"], f["tables"][t]["rows"], strict=True):
+                assert ra.keys() == rf.keys(), t
+                for k, v in ra.items():
+                    if k.endswith(("_lo", "_hi")) and isinstance(v, float):  # BLAS order varies with the columns
+                        assert v == pytest.approx(rf[k], rel=1e-4, abs=1e-4, nan_ok=True), (t, k)
+                    else:
+                        assert v == rf[k], (t, k)

@@ -128,3 +128,34 @@ def test_key_factorisation_matches_a_plain_loop(kind):
         assert codes.tolist() == want and list(uniques) == list(seen)
 
     check()
+
+
+@pytest.mark.parametrize("draws", [0, 20])
+def test_a_pass_without_geometry_gives_the_same_later_sections(small_store, draws):
+    # geometry=False skips the §3 sweep: no geometry column, zero ladder totals; the §5–6 sums,
+    # their bootstrap and the marginal reference are those of the full pass (same questions, keys)
+    from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
+
+    score = score_of(open_store(small_store, question_index=False))
+    rec = [int(t) for t in score.depth.values]
+    grids = [parse_grid(g, rec, rec[-1]) for g in ("quarter", "native")]
+    kw = dict(by="task", draws=draws, seed=3, windows=((1, 2), (5, 6), 1))
+    full = finish_pass(*((lambda d, m: (d.compute(), m))(*store_pass(score, grids, **kw))))
+    d, meta = store_pass(score, grids, geometry=False, dynamics=False, **kw)
+    part = finish_pass(d.compute(), meta)
+    assert part.columns == [] and part.sums.shape == (len(full.groups), 0) and not part.ladder.any()
+    assert part.groups == full.groups
+    for name, (s, c, bs, bc) in part.extra["boot"].items():
+        f = full.extra["boot"][name]
+        np.testing.assert_array_equal(s, f[0], err_msg=name)
+        np.testing.assert_array_equal(c, f[1], err_msg=name)
+        np.testing.assert_allclose(bs, f[2], rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(bc, f[3], rtol=1e-6, err_msg=name)
+    from depthtraj.analysis.passes import ENERGY_SUM, SCALE_SUM
+
+    assert set(part.extra["sum"]) == {f"int_{v}" for v in ENERGY_SUM} | set(SCALE_SUM)
+    for name, (s, c) in part.extra["sum"].items():
+        np.testing.assert_array_equal(s, full.extra["sum"][name][0], err_msg=name)
+    for win in ("all", "late"):
+        for key in ("xi_marg", "xi_obs", "n"):
+            np.testing.assert_array_equal(part.extra["marginal"][win][key], full.extra["marginal"][win][key])

@@ -111,6 +111,11 @@ def analyze(
         typer.Option(help="§6: recompute every homogeneous statistic on α·s for these α (e.g. 0.1,0.5,4,10; "
                           "'default' = the paper's grid) and add the scale_check table (one more pass per α)."),
     ] = None,
+    sections: Annotated[
+        Optional[str],
+        typer.Option(help="Only these sections of the paper, e.g. 3,4 or 5 (default: 3,4,5,6); the pass skips "
+                          "what they do not need."),
+    ] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:
@@ -122,6 +127,7 @@ def analyze(
             stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
+            sections=sections,
         )
     )
 

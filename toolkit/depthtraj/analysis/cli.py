@@ -52,9 +52,16 @@ from .tables import (
     write_out,
 )
 
-__all__ = ["FORMATS", "analyze_store", "model_name", "run_analyze", "scheduler"]
+__all__ = ["FORMATS", "SECTIONS", "analyze_store", "model_name", "parse_sections", "run_analyze", "scheduler"]
 
 FORMATS = ("table", "csv", "json")
+#: The paper's sections ``analyze`` computes, and the tables of each (``--sections``).
+SECTIONS: dict[int, tuple[str, ...]] = {
+    3: ("depth_area", *PAPER_AREA_TABLES, "gains", "margin_ladder", "text_variants (with 4)"),
+    4: ("permutation", "tau", "rho", "accuracy", "transitions", "format"),
+    5: ("energy_shares", "energy", "weighting", "depth_prediction", "marginal"),
+    6: ("scale", "tokens", "vocabulary", "scale_check", "precision"),
+}
 #: Above this many questions the finite-permutation check of Ξ_marg is off unless asked for.
 PERMUTATION_CHECK_MAX = 50_000
 USER_ERROR = 2
@@ -66,6 +73,26 @@ def model_name(ds) -> str:
         return str(ds.attrs["depthtraj"]["model"]["name"])
     except (KeyError, TypeError):
         return "unknown"
+
+
+def parse_sections(spec: str | Sequence[int] | None) -> frozenset[int]:
+    """The sections of ``--sections`` (``'3,4'``, ``'5'``; None: all of :data:`SECTIONS`).
+
+    Raises
+    ------
+    ValueError
+        for anything but a comma list of 3, 4, 5, 6 (one line).
+    """
+    if spec is None:
+        return frozenset(SECTIONS)
+    items = [x.strip().lstrip("§") for x in spec.split(",")] if isinstance(spec, str) else [str(x) for x in spec]
+    try:
+        got = frozenset(int(x) for x in items if x)
+    except ValueError:
+        got = frozenset({0})
+    if not got or not got <= set(SECTIONS):
+        raise ValueError(f"--sections must be a comma list of {', '.join(map(str, SECTIONS))}, got {spec!r}")
+    return got
 
 
 def _progress():
@@ -89,8 +116,11 @@ def analyze_store(
     windows: tuple | None = None,
     permutations: int | None = None,
     scale_check: Sequence[float] | None = None,
+    sections: frozenset[int] = frozenset(SECTIONS),
 ) -> list[Analysis]:
-    """Every §3–4 table of one store Dataset for each grid (all grids share one endpoint).
+    """Every §3–6 table of one store Dataset for each grid (all grids share one endpoint), or
+    those of ``sections`` only (:data:`SECTIONS`; the pass then skips what no requested table
+    needs, e.g. the §3 sweep for ``{5}``).
 
     ``ds`` is already normalised (:func:`~depthtraj.analysis.inputs.normalized_score`) and
     selected (:func:`~depthtraj.analysis.inputs.select_questions`); ``by`` is a cell grouping
@@ -113,35 +143,39 @@ def analyze_store(
     coord = BY.get(by, by)
     recorded = [int(t) for t in score[L.DEPTH].values]
     win, win_reason = attenuation_windows(recorded, T, windows)
-    with _progress():
-        delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, windows=win)
+    S = sections
+    with _progress():  # §6's precision table reads the §4 increments per arm
+        delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, windows=win if 5 in S else None,
+                                   geometry=3 in S, dynamics=bool({4, 6} & S), energy=5 in S, marginal=5 in S,
+                                   scale=6 in S)
         res = finish_pass(delayed.compute(), meta)
     model = model_name(ds)
     info = readout_info(ds)
     norm = ds.attrs.get("normalization") or info["normalization"]
     readout = info["label"] + (f" {norm}" if info["kind"] == "text" else "")
-    est_all = pass_estimates(res, by=by, level=level)
-    cells = ladder_totals_cells(res, by=by)
-    labelled = "label" in score.coords and bool((score["label"] >= 0).any().compute())
+    est_all = pass_estimates(res, by=by, level=level) if 3 in S else None
+    cells = ladder_totals_cells(res, by=by) if 3 in S else None
+    labelled = 4 in S and "label" in score.coords and bool((score["label"] >= 0).any().compute())
     n_upto = sum(1 for t in score[L.DEPTH].values if int(t) <= T)
     out = []
     for gi, g in enumerate(grids):
-        est = est_all.sel(grid=g.name, drop=True)
         kw = dict(store=store, model=model, grid=g, readout=readout)
-        tables = {"depth_area": depth_area_table(est, **kw)}
-        skipped = {}
-        for name, (_, _, _, kinds) in PAPER_AREA_TABLES.items():
-            if kinds is None or info["label"] in kinds:
-                tables[name] = paper_area_table(name, est, **kw)
+        tables, skipped = {}, {}
+        if 3 in S:
+            est = est_all.sel(grid=g.name, drop=True)
+            tables["depth_area"] = depth_area_table(est, **kw)
+            for name, (_, _, _, kinds) in PAPER_AREA_TABLES.items():
+                if kinds is None or info["label"] in kinds:
+                    tables[name] = paper_area_table(name, est, **kw)
+                else:
+                    skipped[name] = f"needs an answer-text store ({'/'.join(kinds)}); this store is {info['label']}"
+            if g.depths:
+                tables["gains"] = gains_table(res, by=by, **kw)
+                tables["margin_ladder"] = margin_ladder_table(cells, **kw)
             else:
-                skipped[name] = f"needs an answer-text store ({'/'.join(kinds)}); this store is {info['label']}"
-        if g.depths:
-            tables["gains"] = gains_table(res, by=by, **kw)
-            tables["margin_ladder"] = margin_ladder_table(cells, **kw)
-        else:
-            skipped["gains"] = skipped["margin_ladder"] = f"grid {g.name} has no candidate depth below T={T}"
-        if gi == 0:  # the §4 summaries of the pass: the permutation reference and ε use this grid
-            kw4 = dict(store=store, model=model, readout=readout, by=by)
+                skipped["gains"] = skipped["margin_ladder"] = f"grid {g.name} has no candidate depth below T={T}"
+        kw4 = dict(store=store, model=model, readout=readout, by=by)
+        if gi == 0 and 4 in S:  # the §4 summaries of the pass: the permutation reference and ε use this grid
             if g.depths:
                 tables["permutation"] = permutation_table(res, **kw4)
             else:
@@ -156,6 +190,7 @@ def analyze_store(
                 tables["transitions"] = transitions_table(res, **kw4)
             else:
                 skipped["accuracy"] = skipped["transitions"] = "needs ground-truth labels (label ≥ 0)"
+        if gi == 0 and 5 in S:
             if res.extra.get("energy_pairs"):
                 tables["energy_shares"] = energy_shares_table(
                     res, interpretation="probability" if info["kind"] == "label" else "algebraic", **kw4)
@@ -185,6 +220,7 @@ def analyze_store(
                 tables["marginal"] = marginal_table(res, cov, **kw4)
             else:
                 skipped["marginal"] = f"needs two recorded depths ≤ T={T}"
+        if gi == 0 and 6 in S:
             _section6(ds, res, tables, skipped, info=info, coord=coord, T=T, n_upto=n_upto, kw4=kw4)
             if scale_check:  # r9:eq:scale-equivariance: every homogeneous statistic on α s
                 from .scale import scale_invariance
@@ -197,6 +233,8 @@ def analyze_store(
                 tables["precision"] = precision_table(res, **kw4)
             else:
                 skipped["precision"] = "needs two precision arms and two recorded depths ≤ T"
+        if gi > 0 and not tables and not skipped:  # e.g. --sections 5: the grids matter to §3 only
+            continue
         out.append(Analysis(
             store=store, model=model, endpoint=T, grid=g,
             n_questions=int(score.sizes[L.QUESTION]), arrangements=int(score.sizes[L.ARRANGEMENT]),
@@ -358,6 +396,7 @@ def run_analyze(
     step: int | None = None,
     permutations: int | None = None,
     scale_check: str | Sequence[float] | None = None,
+    sections: str | Sequence[int] | None = None,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
@@ -385,6 +424,7 @@ def run_analyze(
         return _error("no store given")
     try:
         alphas = _scale_alphas(scale_check)
+        wanted = parse_sections(sections)
     except ValueError as exc:
         return _error(str(exc))
     grids = list(grids) or ["quarter", "native"]
@@ -422,14 +462,14 @@ def run_analyze(
             for path, ds, parsed in jobs:
                 analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
                                           by=by, selection=selections, windows=(early, late, step),
-                                          permutations=permutations, scale_check=alphas)
+                                          permutations=permutations, scale_check=alphas, sections=wanted)
             # pd:tab:format: every further store against the first, on their shared questions
             firsts = {}  # per store: its stored score (char mean for text) when several normalisations ran
             for path, ds, parsed in jobs:
                 if path not in firsts or ds.attrs.get("normalization") in (None, "char"):
                     firsts[path] = (ds, parsed)
             stores_ = list(firsts.items())
-            for path, (ds, parsed) in stores_[1:]:
+            for path, (ds, parsed) in (stores_[1:] if 4 in wanted else []):  # endpoint agreement is §4
                 ref_path, (ref, ref_grids) = stores_[0]
                 if not shared_questions(ref, ds):
                     skipped_cmp.append(f"format: {path} and {ref_path} share no question id")
@@ -443,7 +483,7 @@ def run_analyze(
     except (StoreError, ValueError) as exc:
         return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
-    if len(norms) > 1 and text:
+    if len(norms) > 1 and text and {3, 4} <= wanted:  # W (§3) beside τ and accuracy (§4)
         comparisons.append(text_variants_table(analyses))
     for line in skipped_cmp:
         print(f"depthtraj: skipped {line}", file=sys.stderr)

@@ -111,14 +111,16 @@ ROWS = 4096
 
 
 def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
-           draws, seed, sub, dyn, eng=None, mrg=None, scl=None):
+           draws, seed, sub, dyn, eng=None, mrg=None, scl=None, geometry=True):
     """One question chunk -> ``(cells, group rows, by-cell arrays, by-group arrays)``.
 
     ``cols`` are the chunk's per-question columns (:func:`~.questions.question_columns`): K,
     A_q, label, ids and cell keys. Cells and marginal groups are the chunk's own (in order of
     first appearance); :func:`_merge` adds chunk results by name. By-cell arrays: sums, counts,
     boot sums, boot counts, ladder totals, D_j histogram, sum-only sums and counts; by-group
-    arrays: the marginal group sums."""
+    arrays: the marginal group sums. Without ``geometry`` (and ``dyn``) the sweep of
+    :func:`~.kernels.geometry_pass` is skipped: no geometry column, zero ladder totals and D_j
+    histogram."""
     from .questions import local_codes
 
     s = np.asarray(block)
@@ -148,13 +150,15 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
     for a in range(0, max(nq, 1), ROWS):
         sl = slice(a, min(nq, a + ROWS))
         m = sl.stop - sl.start
-        X, tot_b, hist_b, dy = kern.geometry_pass(
-            s[sl], K[sl], A_used[sl], codes[sl], n_groups,
-            union_idx, t_idx, member, union_depths, float(T), label[sl], *sweep, dyn is not None,
-        )
-        tot = tot_b if tot is None else tot + tot_b
-        hist = hist_b if hist is None else hist + hist_b
-        b_cols, s_parts = [_columns(X, m)], []  # geometry columns: (precision, grid, field)
+        b_cols, s_parts = [], []
+        if geometry or dyn is not None:
+            X, tot_b, hist_b, dy = kern.geometry_pass(
+                s[sl], K[sl], A_used[sl], codes[sl], n_groups,
+                union_idx, t_idx, member, union_depths, float(T), label[sl], *sweep, dyn is not None,
+            )
+            tot = tot_b if tot is None else tot + tot_b
+            hist = hist_b if hist is None else hist + hist_b
+            b_cols.append(_columns(X, m))  # geometry columns: (precision, grid, field)
         if dyn is not None:
             inc, rho, rho_n, promoted, advanced, complete_grid, corr_D, corr_Q, trans, trans_n = dy
             d = dict(zip(kd.INCREMENT_FIELDS, inc))
@@ -210,6 +214,8 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
 
             sc_ = centre_residual_kernel(s[sl], K[sl], depth_idx=scl["depth_idx"], alphas=scl["alphas"], used=used[sl])
             s_parts += [("q", _columns(sc_[v], m)) for v in SCALE_SUM]
+        if not b_cols:
+            b_cols.append(np.zeros((m, 0)))
         if draws > 0:  # the bootstrap multiplies one [questions, columns] matrix
             r = _reduce(np.concatenate(b_cols, axis=1), codes[sl], keys[sl], n_groups=n_groups, draws=draws,
                         seed=seed, sub=sub)
@@ -220,6 +226,10 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
         r = r + (ss, sc) + (tuple(gsum) if mrg is not None else ())
         out = r if out is None else tuple(x + y for x, y in zip(out, r))
     sums, counts, boot_s, boot_c, ss, sc, *marg = out
+    if tot is None:  # no sweep: the ladder totals and D_j histogram are zeros of their shapes
+        J, P, G = len(union_idx), s.shape[4], member.shape[0]
+        tot = np.zeros((n_groups, J, P, len(kern.LADDER_TOTALS)))
+        hist = np.zeros((n_groups, P, G, kern.N_METHODS, J + 1))
     return cells, rows, (sums, counts, boot_s, boot_c, tot, hist, ss, sc), tuple(marg)
 
 
@@ -325,7 +335,7 @@ def _tree_sum(parts):
 def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequence[str] = ("subject",),
                draws: int = 5000, seed: int = 0, sub: int = 1024, dynamics: bool = True,
                energy: bool = True, windows: tuple | None = None, marginal: bool = True,
-               scale: bool = True, alphas: Sequence[float] | None = None):
+               scale: bool = True, alphas: Sequence[float] | None = None, geometry: bool = True):
     """The delayed pass over ``score`` (see the module docstring).
 
     Parameters
@@ -364,6 +374,10 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
         also fold in the §6 centre-residual sums over the adjacent increments ≤ T and the α
         grid (:mod:`.scale`, ``pd:app:scale``; default α grid
         :data:`~depthtraj.analysis.scale.DEFAULT_ALPHAS`); summed only.
+    geometry
+        compute the §3 summaries (W_j, before_j, ladder totals, D_j histogram). False skips the
+        geometry sweep unless ``dynamics`` needs it (the §4 parts ride on it): the result then
+        has no geometry column (``PassResult.columns`` empty) and zero ladder totals.
 
     Returns
     -------
@@ -440,7 +454,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
     kw = dict(
         union_idx=np.array([recorded.index(t) for t in union], dtype=np.int64),
         t_idx=recorded.index(T), member=member, union_depths=np.asarray(union, dtype=np.float64),
-        T=T, draws=int(draws), seed=int(seed), sub=int(sub), dyn=dyn,
+        T=T, draws=int(draws), seed=int(seed), sub=int(sub), dyn=dyn, geometry=bool(geometry or dynamics),
         eng=None if eng is None else {k: v for k, v in eng.items() if k != "pairs"}, mrg=mrg, scl=scl,
     )
     # pure=False: task keys need no hashing of the (chunk-sized) arguments
@@ -484,7 +498,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
         energy_pairs=None if eng is None else eng["pairs"],
         energy_windows=None if eng is None or eng["windows"] is None else (windows, eng["windows"]["pairs"]),
         scale_alphas=None if scl is None else scl["alphas"],
-        dyn_shapes=shapes, corr_depths=before, dyn_grid=grids[0],
+        dyn_shapes=shapes, corr_depths=before, dyn_grid=grids[0], geometry=bool(geometry or dynamics),
         grids=grids, endpoint=T, ladder_depths=union,
         precision=[str(p) for p in score[L.PRECISION].values.tolist()], draws=int(draws), seed=int(seed),
     )
@@ -502,8 +516,9 @@ def finish_pass(values, meta) -> PassResult:
     sums, counts, boot_s, boot_c, tot, hist, ssum, scount = by_cell
     G = len(meta["grids"])
     P = len(meta["precision"])
-    n_geo = P * G * len(GEOMETRY_COLUMNS)
-    columns = [(name, g.name, p) for p in meta["precision"] for g in meta["grids"] for name in GEOMETRY_COLUMNS]
+    geo = meta.get("geometry", True)
+    n_geo = P * G * len(GEOMETRY_COLUMNS) if geo else 0
+    columns = [(name, g.name, p) for p in meta["precision"] for g in meta["grids"] for name in GEOMETRY_COLUMNS] if geo else []
     extra: dict = {"boot": {}, "sum": {}, "corr_depths": meta["corr_depths"], "dyn_grid": meta["dyn_grid"],
                    "energy_pairs": meta["energy_pairs"], "energy_windows": meta["energy_windows"],
                    "marginal_windows": meta["marginal_windows"], "scale_alphas": meta.get("scale_alphas")}
