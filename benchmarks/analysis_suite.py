@@ -81,6 +81,18 @@ def _child(args) -> dict:
         t = time.perf_counter()
         stored.data.sum().compute()
         out["seconds_stored_chunks"] = time.perf_counter() - t
+        # every input the §3–4 pass reads (scores and the per-question columns K, A_q, label and
+        # cell), decompressed and touched, with no arithmetic: the floor of any pass
+        from depthtraj.analysis.questions import question_columns
+
+        cols = question_columns(score, by="task", within=())
+        cols.pop("id")
+        touch = [c.map_blocks(lambda b: np.full(1, len(b), dtype=np.int64), chunks=((1,) * c.numblocks[0],),
+                              dtype=np.int64).sum() for c in cols.values()]
+        dask.compute(score.data.sum(), *touch)
+        t = time.perf_counter()
+        dask.compute(score.data.sum(), *touch)
+        out["seconds_inputs"] = time.perf_counter() - t
     elif args.child == "suite":
         if args.in_memory:  # the scores already in memory (as the reference has them): no read in the timing
             score = score.persist()
@@ -158,9 +170,11 @@ def main(argv: list[str]) -> int:
           "§3–6 = everything the command computes. `analyze` = the command `depthtraj analyze STORE --format json` "
           "end to end (open, pass, every table), without and with the 5,000-draw bootstrap. "
           "Ratios are to the read in the same run, in the analysis chunks the pass reads (`open_for_analysis`; "
-          "in brackets the same read in the store's own chunks); peak RSS is the largest of the runs at that N.\n")
-    print("| N × 33 × 4 | read score (stored chunks) | §3 | §3–4 | §5 | §3–6 | analyze | analyze, 5000 draws | peak RSS |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "in brackets the same read in the store's own chunks); `pass inputs` reads everything the §3–4 pass reads "
+          "(scores and the per-question columns K, A_q, label, task) with no arithmetic; peak RSS is the largest of "
+          "the runs at that N.\n")
+    print("| N × 33 × 4 | read score (stored chunks) | pass inputs | §3 | §3–4 | §5 | §3–6 | analyze | analyze, 5000 draws | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         read = _measure(stores[n], "read", "quarter+native")
         r = {sec: _measure(stores[n], "suite", "quarter+native", sections=sec) for sec in ("geometry", "s34", "s5", "all")}
@@ -168,7 +182,8 @@ def main(argv: list[str]) -> int:
         r["boot"] = _measure(stores[n], "cli", "quarter+native", draws=5000)
         cell = lambda m: f"{m['seconds']:.2f} s ({m['seconds'] / read['seconds']:.1f}×)"  # noqa: E731
         rss = max(m["peak_rss_mb"] for m in r.values())
-        print(f"| {n:,} | {read['seconds']:.2f} s ({read['seconds_stored_chunks']:.2f} s) | {cell(r['geometry'])} | {cell(r['s34'])} | {cell(r['s5'])} | "
+        print(f"| {n:,} | {read['seconds']:.2f} s ({read['seconds_stored_chunks']:.2f} s) | "
+              f"{read['seconds_inputs']:.2f} s ({read['seconds_inputs'] / read['seconds']:.1f}×) | {cell(r['geometry'])} | {cell(r['s34'])} | {cell(r['s5'])} | "
               f"{cell(r['all'])} | {cell(r['cli'])} | {cell(r['boot'])} | {rss:.0f} MB |")
     b0 = _measure(stores[2704], "suite", "quarter+native", draws=0)
     b1 = _measure(stores[2704], "suite", "quarter+native", draws=5000)
