@@ -58,7 +58,12 @@ def schema_export(
     """Write the JSON Schema of every format version (generated from the pydantic models)."""
     from .schema import export_schemas
 
-    for path in export_schemas(out):
+    try:
+        paths = export_schemas(out)
+    except OSError as exc:
+        fail(f"cannot write the schema under {out}: {exc.strerror or exc}"
+             + (f" ({exc.filename})" if exc.filename else ""))
+    for path in paths:
         typer.echo(str(path))
 
 
@@ -116,6 +121,11 @@ def analyze(
         typer.Option(help="Only these sections of the paper, e.g. 3,4 or 5 (default: 3,4,5,6); the pass skips "
                           "what they do not need."),
     ] = None,
+    allow_defects: Annotated[
+        bool,
+        typer.Option("--allow-defects", help="Analyse a store whose data break a rule (DT-DATA-001/002/003, ...) "
+                                             "as stored, reporting the breaches, instead of refusing it."),
+    ] = False,
     format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:
@@ -127,7 +137,7 @@ def analyze(
             stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
-            sections=sections,
+            sections=sections, allow_defects=allow_defects,
         )
     )
 
@@ -285,7 +295,16 @@ def demo(
     )
 
 
+INTERNAL_ERROR = 3
+
+
 def main() -> None:  # console-script entry point
+    """Run the CLI. Every command turns the errors its input can cause into one line and exit
+    2; this is the last line of defence: an ``OSError`` (disk full, permission denied) is one
+    line and exit 2, anything else is a bug in depthtraj and prints one line and exit 3
+    (``DEPTHTRAJ_TRACEBACK=1`` shows the traceback), never a traceback by default."""
+    import os
+
     try:
         app()
     except KeyboardInterrupt:
@@ -295,6 +314,20 @@ def main() -> None:  # console-script entry point
             err=True,
         )
         sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence, see the docstring
+        if os.environ.get("DEPTHTRAJ_TRACEBACK"):
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, OSError):
+            where = f"{exc.filename}: " if exc.filename else ""
+            typer.echo(f"depthtraj: error: {where}{exc.strerror or message}", err=True)
+            sys.exit(USER_ERROR)
+        typer.echo(
+            f"depthtraj: internal error: {type(exc).__name__}: {message} (a bug in depthtraj; "
+            "DEPTHTRAJ_TRACEBACK=1 shows the traceback)",
+            err=True,
+        )
+        sys.exit(INTERNAL_ERROR)
 
 
 if __name__ == "__main__":  # pragma: no cover

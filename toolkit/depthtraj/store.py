@@ -223,7 +223,7 @@ def _zarr_store(path: str, storage_options: Mapping[str, Any] | None = None):
 
 
 def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks="auto_question",
-               question_index: bool = True):
+               question_index: bool = True, consolidated: bool | None = None):
     """Open a trajectory store as a lazy, dask-backed :class:`xarray.Dataset`.
 
     ``chunks='auto_question'`` (default) keeps the store's own question chunks (other dims
@@ -237,6 +237,10 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     the price of label lookups (``.sel(question=...)``; ``ds.set_xindex('question')`` builds the
     index later). The short dims (depth, candidate, ...) are always indexed.
 
+    ``consolidated``: read the consolidated metadata (None: when the store has it). False reads
+    every array's own metadata, the truth the validator checks, e.g. when the consolidated copy
+    is out of date (``DT-STRUCT-010``; :func:`depthtraj.trust.admit` decides).
+
     Raises
     ------
     StoreError
@@ -247,7 +251,7 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     group = _require_group(path, storage_options)
     ds = xr.open_zarr(
         str(path),
-        consolidated=group.metadata.consolidated_metadata is not None,
+        consolidated=(group.metadata.consolidated_metadata is not None) if consolidated is None else bool(consolidated),
         chunks={L.QUESTION: int(chunks)} if isinstance(chunks, int) else {},
         storage_options=dict(storage_options) if storage_options else None,
         zarr_format=3,

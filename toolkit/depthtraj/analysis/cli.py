@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+import numpy as np
+
 from .. import layout as L
 from .aggregate import ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
@@ -115,6 +117,8 @@ def analyze_store(
     permutations: int | None = None,
     scale_check: Sequence[float] | None = None,
     sections: frozenset[int] = frozenset(SECTIONS),
+    allow_defects: bool = False,
+    defects: list | None = None,
 ) -> list[Analysis]:
     """Every §3–6 table of one store Dataset for each grid (all grids share one endpoint), or
     those of ``sections`` only (:data:`SECTIONS`; the pass then skips what no requested table
@@ -126,11 +130,20 @@ def analyze_store(
     :class:`~depthtraj.analysis.tables.Analysis` per grid. Computes one dask pass over the store
     (:func:`~depthtraj.analysis.passes.store_pass`) on the current dask scheduler.
 
+    The pass also counts the score defects DT-DATA-001/002/003 of the chunks it reads
+    (:func:`depthtraj.trust.score_defects`, no second read); they are appended to ``defects``
+    when a list is given.
+
     Raises
     ------
     ValueError
         when the grids disagree on the endpoint or the store has no score layout.
+    depthtraj.trust.UntrustedStore
+        when the scores break a data rule and ``allow_defects`` is false (one line naming the
+        store, the rule and the first breach; computed before any further pass).
     """
+    from ..trust import UntrustedStore, defect_line, score_defects, summarize_defects
+
     grids = list(grids)
     if not grids:
         return []
@@ -146,7 +159,16 @@ def analyze_store(
         delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, windows=win if 5 in S else None,
                                    geometry=3 in S, dynamics=bool({4, 6} & S), energy=5 in S, marginal=5 in S,
                                    scale=6 in S)
-        res = finish_pass(delayed.compute(), meta)
+        import dask
+
+        # one compute: the defect counts read the very chunks the pass reads (shared tasks)
+        values, counted = dask.compute(delayed, score_defects(score))
+        res = finish_pass(values, meta)
+    found = summarize_defects(score, counted, kind=readout_info(ds)["kind"])
+    if defects is not None:
+        defects.extend(found)
+    if found and not allow_defects:
+        raise UntrustedStore(defect_line(store or "the store", found, allowed=False))
     model = model_name(ds)
     info = readout_info(ds)
     norm = ds.attrs.get("normalization") or info["normalization"]
@@ -370,6 +392,33 @@ def _scale_alphas(spec) -> list[float] | None:
         raise ValueError(f"--scale-check: {exc}") from None
 
 
+def _unique_defects(defects) -> list:
+    """One entry per rule (several normalisations or endpoints of one store repeat them)."""
+    seen, out = set(), []
+    for d in defects:
+        if d.rule not in seen:
+            seen.add(d.rule)
+            out.append(d)
+    return out
+
+
+def _add_inputs(document: dict, admitted: dict, found: dict, allowed: bool) -> None:
+    """The admission of every store into the JSON document: ``inputs`` (one entry per store:
+    questions, complete, excluded incomplete ids, notes, defects) and ``n_incomplete`` beside
+    ``n_questions`` in each analysis (spec/analysis-json.md)."""
+    inputs = []
+    for path, adm in admitted.items():
+        entry = adm.to_json()
+        entry["defects"] = [d.to_json() for d in _unique_defects(found.get(path, []))]
+        entry["defects_allowed"] = bool(allowed)
+        inputs.append(entry)
+    document["inputs"] = inputs
+    for an in document.get("analyses", []):
+        adm = admitted.get(an.get("store"))
+        if adm is not None:
+            an["n_incomplete"] = adm.n_incomplete
+
+
 def _error(message: str) -> int:
     print(f"depthtraj: error: {message}", file=sys.stderr)
     return USER_ERROR
@@ -395,6 +444,7 @@ def run_analyze(
     permutations: int | None = None,
     scale_check: str | Sequence[float] | None = None,
     sections: str | Sequence[int] | None = None,
+    allow_defects: bool = False,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
@@ -405,8 +455,15 @@ def run_analyze(
     ``json`` one document); ``out`` also gets one ``<table>.csv`` per table and
     ``analysis.json``. Tables a store cannot support are listed with a one-line reason on
     stderr (and under ``skipped`` in the JSON).
+
+    Every store is admitted first (:func:`depthtraj.trust.admit`): an attrs or structure
+    error, another format major, a missing or undecodable chunk refuse it (one line naming the
+    store and the rule, array or chunk; exit 2, nothing written); incomplete questions are
+    excluded and counted (stderr and ``inputs`` / ``n_incomplete`` in the JSON); data defects
+    (:data:`depthtraj.trust.DEFECT_RULES`) refuse the store unless ``allow_defects``.
     """
     from ..store import StoreError
+    from ..trust import UntrustedStore, admit, defect_line, locate_undecodable
 
     if fmt not in FORMATS:
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -431,10 +488,16 @@ def run_analyze(
         selections = parse_selections(select)
         norms = _normalizations(normalization)
         opened = []
+        admitted = {}
         for path in stores:
-            ds = open_for_analysis(path)  # lazy per-question coordinates, whole analysis chunks
-            if "score" not in ds.data_vars:
-                raise ValueError(f"{path}: the store has no 'score' variable")
+            adm = admit(path)  # attrs, structure, complete, chunk presence, metadata defects
+            if adm.defects and not allow_defects:
+                raise UntrustedStore(defect_line(str(path), adm.defects, allowed=False))
+            # lazy per-question coordinates, whole analysis chunks
+            ds = open_for_analysis(path, consolidated=adm.consolidated)
+            if adm.n_incomplete:  # never analysed silently: excluded, counted, reported
+                ds = ds.isel({L.QUESTION: np.flatnonzero(adm.complete)})
+            admitted[str(path)] = adm
             opened.append((str(path), ds))
         text = [p for p, ds in opened if readout_info(ds)["kind"] == "text"]
         if norms != [None] and not text:
@@ -453,14 +516,29 @@ def run_analyze(
                         if g.name not in {p.name for p in parsed}:
                             parsed.append(g)
                     jobs.append((path, ds, parsed))
+        for adm in admitted.values():
+            for line in [adm.exclusion_line(), *adm.notes]:
+                if line:
+                    print(f"depthtraj: note: {line}" if line.startswith(adm.store) else
+                          f"depthtraj: note: {adm.store}: {line}", file=sys.stderr)
         analyses = []
         comparisons = []
         skipped_cmp = []
+        found: dict[str, list] = {p: list(a.defects) for p, a in admitted.items()}
         with scheduler(scheduler_spec):
             for path, ds, parsed in jobs:
-                analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
-                                          by=by, selection=selections, windows=(early, late, step),
-                                          permutations=permutations, scale_check=alphas, sections=wanted)
+                try:
+                    analyses += analyze_store(ds, parsed, store=path, draws=bootstrap, seed=seed, level=level,
+                                              by=by, selection=selections, windows=(early, late, step),
+                                              permutations=permutations, scale_check=alphas, sections=wanted,
+                                              allow_defects=allow_defects, defects=found[path])
+                except (StoreError, ValueError):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a chunk that does not decode: name it
+                    bad = locate_undecodable(path)
+                    if bad is None:
+                        raise
+                    raise UntrustedStore(bad.line(path)) from exc
             # pd:tab:format: every further store against the first, on their shared questions
             firsts = {}  # per store: its stored score (char mean for text) when several normalisations ran
             for path, ds, parsed in jobs:
@@ -491,7 +569,11 @@ def run_analyze(
             if (an.store, name, why) not in reported:
                 reported.add((an.store, name, why))
                 print(f"depthtraj: skipped {name} for {an.store}: {why}", file=sys.stderr)
+    for path, defects in found.items():
+        for line in _unique_defects(defects):
+            print(f"depthtraj: warning: {defect_line(path, [line], allowed=True)}", file=sys.stderr)
     document = json_document(analyses, draws=bootstrap, seed=seed, level=level, comparisons=comparisons)
+    _add_inputs(document, admitted, found, allow_defects)
     if out is not None:
         try:
             write_out(Path(out), analyses, document, comparisons)

@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from .report import Finding, Report, render_json, render_text
@@ -38,6 +38,7 @@ def validate_store(
     *,
     level: str = "data",
     storage_options: Mapping[str, Any] | None = None,
+    arrays: Collection[str] | None = None,
 ) -> Report:
     """Validate a trajectory store against the format-v1 rules and return every finding.
 
@@ -50,6 +51,11 @@ def validate_store(
         ``'attrs'``, ``'structure'`` or ``'data'`` (default); each includes the previous ones.
     storage_options
         Passed to fsspec for URLs.
+    arrays
+        Restrict the ``data`` level to the values of these arrays (``question`` and
+        ``complete`` are always read); None reads every array. The attrs and structure levels
+        are never restricted. :func:`depthtraj.trust.admit` checks the per-question metadata
+        this way without reading the trajectories.
 
     Returns
     -------
@@ -98,8 +104,11 @@ def validate_store(
         if level in ("structure", "data"):
             check_structure(ctx, col)
         if level == "data":
+            if arrays is not None:
+                ctx.ok &= set(arrays) | {"question", "complete"}
             check_data(ctx, col)
-    return Report(store=path, format_version=ctx.format_version, level=level, findings=col.findings())
+    return Report(store=path, format_version=ctx.format_version, level=level, findings=col.findings(),
+                  counts=dict(col.counts))
 
 
 __all__ = [

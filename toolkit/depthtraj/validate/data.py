@@ -49,11 +49,18 @@ class _Chunk:
     def __init__(self, ctx: Context, labels: dict[str, Callable[[int], str]], start: int, stop: int):
         self.ctx, self.labels, self.start, self.stop = ctx, labels, start, stop
         self.sel = np.arange(stop - start)
-        self.ids = np.array([str(i) for i in range(start, stop)], dtype=object)
         self.K: np.ndarray | None = None
 
+    def id_of(self, i: int) -> str:
+        """The id of question ``start + i`` (read only when a finding names it; its index when
+        the ``question`` coordinate cannot be read)."""
+        q = self.start + int(i)
+        if L.QUESTION in self.ctx.ok:
+            return str(np.asarray(self.ctx.arrays[L.QUESTION].array[q : q + 1])[0])
+        return str(q)
+
     def keep(self, mask: np.ndarray) -> None:
-        self.sel, self.ids = self.sel[mask], self.ids[mask]
+        self.sel = self.sel[mask]
         if self.K is not None:
             self.K = self.K[mask]
 
@@ -72,7 +79,7 @@ class _Chunk:
         return f
 
     def qid(self, loc: tuple[int, ...]) -> str:
-        return f"question {str(self.ids[loc[0]])!r}"
+        return f"question {self.id_of(self.sel[loc[0]])!r}"
 
 
 def check_data(ctx: Context, col: Collector) -> None:
@@ -87,13 +94,11 @@ def check_data(ctx: Context, col: Collector) -> None:
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for start in range(0, n, step):
             ch = _Chunk(ctx, labels, start, min(n, start + step))
-            if L.QUESTION in ctx.ok:
-                ch.ids = _read(ctx, L.QUESTION, ch.start, ch.stop).astype(object)
             if "complete" in ctx.ok:
                 done = _read(ctx, "complete", ch.start, ch.stop).astype(bool)
                 n_incomplete += int((~done).sum())
                 if len(incomplete) < 10:
-                    incomplete += [str(i) for i in ch.ids[~done][: 10 - len(incomplete)]]
+                    incomplete += [ch.id_of(i) for i in np.flatnonzero(~done)[: 10 - len(incomplete)]]
                 ch.keep(done)
             if ch.sel.size:
                 _check_chunk(ctx, col, ch)

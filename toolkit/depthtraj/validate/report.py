@@ -67,6 +67,9 @@ class Report:
     format_version: str | None
     level: str
     findings: list[Finding] = field(default_factory=list)
+    #: How many places break each rule, including those past the listing limit
+    #: (:data:`CELL_LIMIT` findings per rule and variable are listed).
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def errors(self) -> int:
@@ -162,6 +165,7 @@ class Collector:
         self._totals: dict[tuple[str, str], int] = {}
         self._what: dict[tuple[str, str], str] = {}
         self._seq = 0
+        self.counts: dict[str, int] = {}
 
     def _group(self, key: tuple[str, str]) -> int:
         if key not in self._groups:
@@ -180,6 +184,8 @@ class Collector:
     ) -> None:
         """Record one finding (severity and hint default to the rule's)."""
         r = RULES[rule]
+        if not group:  # cell findings are counted by `limited`
+            self.counts[rule] = self.counts.get(rule, 0) + 1
         f = Finding(rule, severity or r.severity, path, message, r.hint if hint is None else hint)
         self._items.append((RULE_ORDER[rule], self._group((rule, group)), self._seq, f))
         self._seq += 1
@@ -187,6 +193,7 @@ class Collector:
     def limited(self, rule: str, key: str, count: int, what: str) -> int:
         """Account ``count`` failures of (rule, key); return how many may still be shown."""
         k = (rule, key)
+        self.counts[rule] = self.counts.get(rule, 0) + count
         before = self._totals.get(k, 0)
         self._totals[k] = before + count
         self._what.setdefault(k, what)

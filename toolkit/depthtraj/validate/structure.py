@@ -196,15 +196,20 @@ def check_structure(ctx: Context, col: Collector) -> None:
 
     # DT-STRUCT-007: question ids.
     if L.QUESTION in ok:
-        ids = ctx.values(L.QUESTION).astype(object)
-        empty = np.array([not isinstance(i, str) or i == "" for i in ids], dtype=bool)
+        ids = ctx.values(L.QUESTION)
+        if ids.dtype.kind in "UT":  # numpy strings (zarr's StringDType): whole-array comparisons
+            empty = np.asarray(ids == "", dtype=bool)
+        else:
+            ids = ids.astype(object)
+            empty = np.array([not isinstance(i, str) or i == "" for i in ids], dtype=bool)
         col.cells(
             "DT-STRUCT-007", "question", empty,
             lambda loc: f"question[q={loc[0]}]",
             lambda loc: f"question {loc[0]} has an empty id",
             what="empty question ids",
         )
-        uniq, inverse, counts = np.unique(np.array([str(i) for i in ids], dtype=object), return_inverse=True, return_counts=True)
+        keys = ids if ids.dtype.kind in "UT" else np.array([str(i) for i in ids], dtype=object)
+        uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
         dup = np.flatnonzero(counts > 1)
         show = col.limited("DT-STRUCT-007", "question-duplicates", int(dup.size), "duplicated question ids")
         for u in dup[:show]:
@@ -219,9 +224,13 @@ def check_structure(ctx: Context, col: Collector) -> None:
     # DT-STRUCT-008: tasks.
     tasks = ctx.task_names
     if "task" in ok and tasks is not None:
-        values = ctx.values("task").astype(object)
-        task_set = set(tasks)
-        known = np.fromiter((v in task_set for v in values), dtype=bool, count=values.size)
+        values = ctx.values("task")
+        if values.dtype.kind in "UT":
+            known = np.isin(values, np.array(tasks, dtype=values.dtype))
+        else:
+            values = values.astype(object)
+            task_set = set(tasks)
+            known = np.fromiter((v in task_set for v in values), dtype=bool, count=values.size)
         unknown = sorted({str(v) for v in values[~known]})
         show = col.limited("DT-STRUCT-008", "task", len(unknown), "unknown task names")
         for t in unknown[:show]:
