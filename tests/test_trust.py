@@ -8,6 +8,7 @@ chunk, with nothing written — or, for incomplete questions, an explicit exclus
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import warnings
 
@@ -208,3 +209,126 @@ def test_admit_reports_without_computing(store):
 def test_clean_store_is_admitted_unchanged(base):
     adm = admit(base)
     assert adm.n_incomplete == 0 and adm.consolidated and not adm.defects and not adm.notes
+
+
+# -- fault injection: never a traceback, never a silently wrong number -----------------------------
+#: Rules on arrays `analyze --sections 3,4` never reads (or, for DT-DATA-004, reads only in §6):
+#: a store breaking only these may be analysed.
+UNREAD_RULES = {"DT-DATA-004", "DT-DATA-010", "DT-DATA-011", "DT-DATA-012"}
+
+
+def _chunk_files(path):
+    out = []
+    for root, _, files in os.walk(path):
+        if "/c" in root.replace(str(path), "") or root.endswith("/c"):
+            out += [os.path.join(root, f) for f in files]
+    return sorted(out)
+
+
+_META_EDITS = [
+    ("data_type", "int16"), ("data_type", "float16"), ("data_type", "string"), ("shape", [1]),
+    ("shape", []), ("dimension_names", ["question"]), ("dimension_names", None),
+    ("chunk_grid", {"name": "regular", "configuration": {"chunk_shape": [0]}}),
+    ("fill_value", "NaN"), ("codecs", [{"name": "bytes"}]),
+]
+_VALUES = [np.nan, np.inf, -np.inf, 0.5, -3.0, 1e30]
+
+
+def _mutate(path, data):
+    """One random fault: a chunk deleted, truncated or overwritten, a metadata field changed,
+    a score, label, n_candidates or complete cell rewritten, or an attrs field changed."""
+    from hypothesis import strategies as st
+
+    kind = data.draw(st.sampled_from(["delete", "garbage", "truncate", "meta", "score", "label",
+                                      "K", "complete", "attrs"]))
+    if kind in ("delete", "garbage", "truncate"):
+        f = data.draw(st.sampled_from(_chunk_files(path)))
+        if kind == "delete":
+            os.remove(f)
+        elif kind == "garbage":
+            with open(f, "wb") as h:
+                h.write(data.draw(st.binary(min_size=1, max_size=40)))
+        else:
+            raw = open(f, "rb").read()
+            with open(f, "wb") as h:
+                h.write(raw[: data.draw(st.integers(0, max(0, len(raw) - 1)))])
+    elif kind == "meta":
+        names = sorted(n for n in os.listdir(path) if os.path.isdir(f"{path}/{n}"))
+        name = data.draw(st.sampled_from(names))
+        key, value = data.draw(st.sampled_from(_META_EDITS))
+        meta = f"{path}/{name}/zarr.json"
+        doc = json.load(open(meta))
+        doc[key] = value
+        json.dump(doc, open(meta, "w"))
+    elif kind == "score":
+        s = zarr.open_array(f"{path}/score", mode="r+")
+        q = data.draw(st.integers(0, s.shape[0] - 1))
+        cell = tuple(data.draw(st.integers(0, n - 1)) for n in s.shape[1:])
+        block = s[q:q + 1]
+        block[(0, *cell)] = data.draw(st.sampled_from(_VALUES))
+        s[q:q + 1] = block
+    elif kind in ("label", "K"):
+        name = "label" if kind == "label" else "n_candidates"
+        a = zarr.open_array(f"{path}/{name}", mode="r+")
+        a[data.draw(st.integers(0, a.shape[0] - 1))] = data.draw(st.integers(-3, 9))
+    elif kind == "complete":
+        a = zarr.open_array(f"{path}/complete", mode="r+")
+        a[data.draw(st.integers(0, a.shape[0] - 1))] = False
+    else:
+        key, value = data.draw(st.sampled_from([
+            ("format_version", "2.0.0"), ("format_version", "1.0"), ("endpoint", 99),
+            ("endpoint", "6"), ("precision", []), ("readout", {"kind": "text"}), ("tasks", None),
+        ]))
+        _root_attrs(path, lambda a: a.update({key: value}))
+    return kind
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from depthtraj.testing import synthetic_store
+
+    path = tmp_path_factory.mktemp("fuzz") / "tiny.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return synthetic_store(path, 24, endpoint=4, k_mix={3: 1, 4: 1}, arrangements=2,
+                               chunk_size=8, optional=("logsumexp", "latent_step_norm"))
+
+
+def test_fault_injection_never_crashes_nor_lies(tiny, tmp_path_factory):
+    """Every injected fault gives exit 2 with one error line, or an analysis of a store whose
+    every data rule on what the analysis reads holds (checked by `depthtraj validate`).
+    ``DT_FUZZ=500`` runs 500 random examples instead of the 30 fixed ones."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from depthtraj.validate import validate_store
+
+    fuzz = os.environ.get("DT_FUZZ")
+
+    @settings(max_examples=int(fuzz or 30), deadline=None, derandomize=fuzz is None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def run(data):
+        path = str(tmp_path_factory.mktemp("f") / "s.zarr")
+        shutil.copytree(tiny, path)
+        kind = _mutate(path, data)
+        r = CliRunner().invoke(app, ["analyze", path, "--bootstrap", "10", "--grid", "quarter",
+                                     "--sections", "3,4", "--format", "json"])
+        assert r.exception is None or isinstance(r.exception, SystemExit), (kind, r.exception)
+        assert "Traceback" not in r.stderr
+        assert r.exit_code in (0, 2), (kind, r.exit_code, r.stderr)
+        if r.exit_code == 2:
+            assert len([x for x in r.stderr.splitlines() if x.startswith("depthtraj: error:")]) == 1
+            assert r.stdout == ""
+            return
+        doc = json.loads(r.stdout)
+        try:
+            report = validate_store(path, level="data")
+        except Exception:  # noqa: BLE001 - the validator may refuse what analyze refused; not here
+            pytest.fail(f"{kind}: analyze accepted a store the validator cannot read")
+        bad = {f.rule for f in report.findings if f.severity == "error"} - UNREAD_RULES
+        assert not bad, (kind, bad, [f.message for f in report.findings][:3])
+        n_incomplete = doc["inputs"][0]["n_incomplete"]
+        assert doc["analyses"][0]["n_questions"] == 24 - n_incomplete
+
+    run()

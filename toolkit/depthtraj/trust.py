@@ -64,10 +64,12 @@ DEFECT_RULES: dict[str, str] = {
     "DT-DATA-001": "a real candidate has no finite score: its (question, arm) drops out of every statistic",
     "DT-DATA-002": "a value past n_candidates or in an unused arrangement: winners and margins may read it",
     "DT-DATA-003": "a label-readout score above 0 is not a log-probability: energies and mass readings are wrong",
+    "DT-DATA-004": "logsumexp not finite (or below the candidates' log-sum-exp): the vocabulary table misreads it",
     "DT-DATA-005": "n_candidates outside 2..size of candidate: the question's candidates are misread",
     "DT-DATA-006": "label outside -1..K-1: accuracy and transitions count a wrong answer key",
     "DT-DATA-007": "arrangement_order is not a permutation: arrangement weights and F3 positions are wrong",
     "DT-DATA-008": "text components out of range (n_tokens/n_chars < 1, log-likelihood above 0): normalised scores are wrong",
+    "DT-DATA-009": "a text score is not logprob_sum / divisor of its declared normalization: the scores are not what the store says",
 }
 #: DT-DATA-003's tolerance at 0 (spec §5).
 ZERO_TOL = 1e-6
@@ -149,8 +151,13 @@ def _fmt_ids(ids: Sequence[Any]) -> list[str]:
     return [str(i) for i in ids]
 
 
-def admit(path, *, storage_options: Mapping[str, Any] | None = None) -> Admission:
+def admit(path, *, storage_options: Mapping[str, Any] | None = None,
+          reads: Iterable[str] = ()) -> Admission:
     """Check what an analysis of the store at ``path`` depends on (see the module docstring).
+
+    ``reads`` names further arrays whose values the caller will read beside ``score`` (e.g.
+    ``logsumexp`` for the vocabulary table, the text components for answer-text stores): their
+    data rules are checked too, as defects (one more read of those arrays, chunk by chunk).
 
     Returns
     -------
@@ -175,7 +182,8 @@ def admit(path, *, storage_options: Mapping[str, Any] | None = None) -> Admissio
     # one validator run: attrs and structure in full, the data rules on the per-question
     # metadata only (never the trajectories)
     try:
-        report = validate_store(p, level="data", storage_options=storage_options, arrays=METADATA_ARRAYS)
+        report = validate_store(p, level="data", storage_options=storage_options,
+                                arrays=(*METADATA_ARRAYS, *reads))
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - a chunk the validator reads may not decode

@@ -392,6 +392,21 @@ def _scale_alphas(spec) -> list[float] | None:
         raise ValueError(f"--scale-check: {exc}") from None
 
 
+def _reads(path, sections) -> tuple[str, ...]:
+    """Arrays besides ``score`` whose values the requested sections read: the answer-text
+    components (normalisations, §6 token composition; with ``score``, for DT-DATA-009) and
+    ``logsumexp`` (§6 vocabulary; its finiteness, as the mass bound needs a second read of
+    ``score`` for label stores)."""
+    from ..store import read_attrs
+
+    try:
+        kind = str(read_attrs(path)["readout"]["kind"])
+    except Exception:  # noqa: BLE001 - admit reports malformed attrs
+        return ()
+    out = ("score", "logprob_sum", "logprob_first") if kind == "text" else ()
+    return out + (("logsumexp",) if 6 in sections else ())
+
+
 def _unique_defects(defects) -> list:
     """One entry per rule (several normalisations or endpoints of one store repeat them)."""
     seen, out = set(), []
@@ -490,7 +505,9 @@ def run_analyze(
         opened = []
         admitted = {}
         for path in stores:
-            adm = admit(path)  # attrs, structure, complete, chunk presence, metadata defects
+            # attrs, structure, complete, chunk presence, metadata defects, and the data rules
+            # of what the requested tables read beside score
+            adm = admit(path, reads=_reads(path, wanted))
             if adm.defects and not allow_defects:
                 raise UntrustedStore(defect_line(str(path), adm.defects, allowed=False))
             # lazy per-question coordinates, whole analysis chunks
