@@ -164,22 +164,29 @@ def perm_pair(st: list[float], sT: list[float], y: int) -> dict:
     g = [st[a] - st[b] for b in range(K)]
     counts = {"strict": 0, "tie": 0, "WC": 0, "CW": 0, "WWp": 0}
     perms = list(itertools.permutations(range(K)))
+
+    def outcome(x):
+        """(kept, tied, answer): pd:eq:reserve, R > 0 is a strict win, a tied maximum no answer."""
+        yp, unique = winner(x)
+        return unique and yp == a, not unique, yp if unique else None
+
     for pi in perms:
         eps = [delta[pi[k]] for k in range(K)]  # (Pδ)_k = δ_π(k)
         R = min(g[b] - (eps[b] - eps[a]) for b in range(K) if b != a)
-        x = [st[k] + eps[k] for k in range(K)]
-        yp, _ = winner(x)  # the permuted endpoint answer, lowest identity among ties
-        counts["strict"] += R > 0
-        counts["tie"] += R == 0 and yp == a
+        kept, tied, yp = outcome([st[k] + eps[k] for k in range(K)])
+        assert kept == (R > 0)  # r3:eq:permutation: strict preservation
+        counts["strict"] += kept
+        counts["tie"] += tied
         counts["WC"] += a != y and yp == y
-        counts["CW"] += a == y and yp != y
-        counts["WWp"] += a != y and yp != y and yp != a
-    yT, _ = winner(sT)
+        counts["CW"] += a == y and yp is not None and yp != y
+        counts["WWp"] += a != y and yp is not None and yp != y and yp != a
+    kept, tied, yT = outcome(sT)
     n = len(perms)
     out = {
-        "preserved": float(yT == a), "p_perm": counts["strict"] / n, "perm_tie_kept": counts["tie"] / n,
-        "actual_WC": float(a != y and yT == y), "actual_CW": float(a == y and yT != y),
-        "actual_WWp": float(a != y and yT != y and yT != a),
+        "preserved": float(kept), "p_perm": counts["strict"] / n,
+        "actual_tie": float(tied), "perm_tie": counts["tie"] / n,
+        "actual_WC": float(a != y and yT == y), "actual_CW": float(a == y and yT is not None and yT != y),
+        "actual_WWp": float(a != y and yT is not None and yT != y and yT != a),
     }
     for c in TRANS:
         out[f"perm_{c}"] = counts[c] / n
@@ -188,11 +195,11 @@ def perm_pair(st: list[float], sT: list[float], y: int) -> dict:
 
 def ref_permutation(score, K, label, depths, T, grid, arrangements=None):
     """Per question [N, P]: ``positive`` and the means over positive-margin (t, a) pairs of
-    preserved, p_perm, perm_tie_kept, actual_*, perm_*, excess_*, pres_diff (NaN where there is
+    preserved, p_perm, actual_tie, perm_tie, excess_tie, actual_*, perm_*, excess_*, pres_diff (NaN where there is
     none, for transitions where y* is unknown, and for an incomplete question-arm)."""
     N, _, _, A, P = score.shape
     ti = depths.index(T)
-    names = ["positive", "preserved", "p_perm", "perm_tie_kept", "pres_diff"] + [
+    names = ["positive", "preserved", "p_perm", "actual_tie", "perm_tie", "excess_tie", "pres_diff"] + [
         f"{p}_{c}" for p in ("actual", "perm", "excess") for c in TRANS
     ]
     out = {v: np.full((N, P), np.nan) for v in names}
@@ -218,9 +225,10 @@ def ref_permutation(score, K, label, depths, T, grid, arrangements=None):
             out["positive"][i, p] = len(vals) / (len(grid) * len(arrs)) if grid else np.nan
             if not vals:
                 continue
-            for v in ("preserved", "p_perm", "perm_tie_kept"):
+            for v in ("preserved", "p_perm", "actual_tie", "perm_tie"):
                 out[v][i, p] = sum(x[v] for x in vals) / len(vals)
             out["pres_diff"][i, p] = out["preserved"][i, p] - out["p_perm"][i, p]
+            out["excess_tie"][i, p] = out["actual_tie"][i, p] - out["perm_tie"][i, p]
             if y >= 0:
                 for c in TRANS:
                     act = sum(x[f"actual_{c}"] for x in vals) / len(vals)
@@ -268,9 +276,9 @@ def ref_correctness(score, K, label, depths, T, used, grid, arrangements=None):
             yT = {a: w[i, ti, a, p] for a in arrs}
             for jj, t in enumerate(used):
                 yt = {a: w[i, depths.index(t), a, p] for a in arrs}
-                out["disagree"][i, p, jj] = sum(yt[a] != yT[a] for a in arrs) / n_a
-                if y < 0:
+                if y < 0:  # r3:eq:correctness: every per-depth row over the labelled questions
                     continue
+                out["disagree"][i, p, jj] = sum(yt[a] != yT[a] for a in arrs) / n_a
                 cats = {"WC": 0, "CW": 0, "WWp": 0, "CC": 0, "WW": 0}
                 for a in arrs:
                     if yt[a] != y and yT[a] == y:

@@ -127,7 +127,7 @@ def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=
     for name, x in cats.items():
         out[name] = _nan_where(per_q(x), unknown[..., None])
     out["acc_change"] = _nan_where(per_q(c_T.astype(np.float64) - c_t), unknown[..., None])
-    out["disagree"] = _nan_where(per_q(~same), bad[..., None])
+    out["disagree"] = _nan_where(per_q(~same), unknown[..., None])
     out["acc_T"] = _nan_where(((yT == ys) * w).sum(axis=2)[:, 0], unknown)
     eps = ((yg != yT) * w).sum(axis=(1, 2)) / G if G else np.full((nq, P), np.nan)
     out["eps"] = _nan_where(eps, bad)
@@ -294,8 +294,9 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
     Returns dict: ``eligible`` (bool: complete pair with a unique winner at t, in a used
     arrangement), ``ok`` (bool: finite at t and T, K ≥ 2), ``complete`` ``[q, P]`` (bool: ok at
     every grid depth and used arrangement; with an empty grid, finite at T), ``preserved``
-    (1{y_T = y_t}), ``p_perm``, ``perm_tie_kept``, ``perm_WC/CW/WWp`` (fractions of the K_i!
-    permutations), ``actual_WC/CW/WWp`` (0/1); transition outputs are NaN where y* is unknown.
+    (1{R > 0}), ``actual_tie``, ``p_perm``, ``perm_tie``, ``perm_WC/CW/WWp`` (fractions of the
+    K_i! permutations), ``actual_WC/CW/WWp`` (0/1, unique endpoint winners only); transition
+    outputs are NaN where y* is unknown.
     """
     s = np.asarray(s)
     K = np.asarray(K).astype(np.int64)
@@ -313,6 +314,7 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
     ys = y[:, None, None, None]
     shape = (nq, G, A, P)
     acc = {n: np.zeros(shape) for n in ("strict", "tie", *_TRANS)}
+    uT = uniq_all[:, G:]  # [q, 1, A, P]
     for k in np.unique(K[K >= 2]):
         k = int(k)
         rows = np.flatnonzero(K == k)
@@ -332,13 +334,13 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
                 xa = np.take_along_axis(X, ak[:, None], axis=1)[:, 0]  # [b, n, G, A, P]
                 rival = np.where(ids == ak[:, None], -np.inf, X).max(1)
                 strict = xa > rival
-                yp = X.argmax(1)  # lowest identity among ties
-                kept = yp == ak
+                yp = X.argmax(1)
+                one = (X == X.max(1)[:, None]).sum(1) == 1
                 sums["strict"] += strict.sum(0)
-                sums["tie"] += (kept & ~strict).sum(0)
-                sums["WC"] += (wrong & (yp == yk)).sum(0)
-                sums["CW"] += (~wrong & (yp != yk)).sum(0)
-                sums["WWp"] += (wrong & (yp != yk) & ~kept).sum(0)
+                sums["tie"] += (~one).sum(0)
+                sums["WC"] += (wrong & one & (yp == yk)).sum(0)
+                sums["CW"] += (~wrong & one & (yp != yk)).sum(0)
+                sums["WWp"] += (wrong & one & (yp != yk) & (yp != ak)).sum(0)
         for n, total in sums.items():
             acc[n][rows] = total / len(perms)
     known = _known_label(y, K)[:, None, None, None]
@@ -347,18 +349,19 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
         "eligible": ok & unique,
         "ok": ok,
         "complete": complete,
-        "preserved": (yT == a).astype(np.float64),
+        "preserved": (uT & (yT == a)).astype(np.float64),
+        "actual_tie": np.broadcast_to(~uT, a.shape).astype(np.float64),
         "p_perm": acc["strict"],
-        "perm_tie_kept": acc["tie"],
-        "actual_WC": (~c_t & c_T).astype(np.float64),
-        "actual_CW": (c_t & ~c_T).astype(np.float64),
-        "actual_WWp": (~c_t & ~c_T & (yT != a)).astype(np.float64),
+        "perm_tie": acc["tie"],
+        "actual_WC": (uT & ~c_t & c_T).astype(np.float64),
+        "actual_CW": (uT & c_t & ~c_T).astype(np.float64),
+        "actual_WWp": (uT & ~c_t & ~c_T & (yT != a)).astype(np.float64),
     }
     for c in _TRANS:
         out[f"perm_{c}"] = acc[c]
         out[f"actual_{c}"] = np.where(known, out[f"actual_{c}"], np.nan)
         out[f"perm_{c}"] = np.where(known, out[f"perm_{c}"], np.nan)
-    for n in ("preserved", "p_perm", "perm_tie_kept", *(f"{p}_{c}" for p in ("actual", "perm") for c in _TRANS)):
+    for n in ("preserved", "actual_tie", "p_perm", "perm_tie", *(f"{p}_{c}" for p in ("actual", "perm") for c in _TRANS)):
         out[n] = np.where(ok, out[n], np.nan)
     return out
 
@@ -378,7 +381,7 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
     dict of float64 arrays ``[q, precision]`` (fractions): ``positive`` = share of (t ∈ 𝒯, used
     a) pairs with a unique winner; and, averaged over those positive-margin pairs (grid depths and
     arrangements within the question; NaN where there is none): ``preserved``, ``p_perm``,
-    ``pres_diff``, ``perm_tie_kept``, ``actual_WC/CW/WWp``, ``perm_WC/CW/WWp`` and
+    ``pres_diff``, ``actual_tie``, ``perm_tie``, ``excess_tie``, ``actual_WC/CW/WWp``, ``perm_WC/CW/WWp`` and
     ``excess_* = actual_* - perm_*`` (NaN where y* is unknown). NaN where incomplete.
     """
     s = np.asarray(s)
@@ -392,7 +395,7 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
     n_all = G * u.sum(axis=1)[:, None]
     out = {"positive": _nan_where(n_elig / n_all if G else np.full((nq, P), np.nan), bad)}
     with np.errstate(invalid="ignore", divide="ignore"):
-        for n in ("preserved", "p_perm", "perm_tie_kept", *(f"{p}_{c}" for p in ("actual", "perm") for c in _TRANS)):
+        for n in ("preserved", "p_perm", "actual_tie", "perm_tie", *(f"{p}_{c}" for p in ("actual", "perm") for c in _TRANS)):
             out[n] = _nan_where(np.where(E, pairs[n], 0.0).sum(axis=(1, 2)) / n_elig, bad | (n_elig == 0))
     unknown = ~_known_label(answer, K)[:, None]
     for c in _TRANS:
@@ -400,6 +403,7 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
             out[f"{p}_{c}"] = _nan_where(out[f"{p}_{c}"], unknown)
         out[f"excess_{c}"] = out[f"actual_{c}"] - out[f"perm_{c}"]
     out["pres_diff"] = out["preserved"] - out["p_perm"]
+    out["excess_tie"] = out["actual_tie"] - out["perm_tie"]
     return {v: out[v] for v in PERMUTATION_VARS}
 
 

@@ -339,3 +339,27 @@ def test_sections_give_their_tables_as_in_the_full_run(capsys, small_store, sect
                         assert v == pytest.approx(rf[k], rel=1e-4, abs=1e-4, nan_ok=True), (t, k)
                     else:
                         assert v == rf[k], (t, k)
+
+
+def test_correctness_identities_hold_with_unknown_labels(capsys, small_store, tmp_path):
+    # r3:eq:correctness inside every row of the transitions table when some labels are -1: the
+    # disagreement was taken over all questions and the counts over the labelled ones (off by
+    # up to 1.3 pp); now every per-depth column is over the labelled questions.
+    import shutil
+
+    import zarr
+
+    store = str(tmp_path / "some-unknown.zarr")
+    shutil.copytree(small_store, store)
+    lab = zarr.open_array(f"{store}/label", mode="r+")
+    lab[::3] = -1
+    code, out, err = _run(capsys, store, fmt="json", grids=["quarter"], bootstrap=20, sections="4")
+    assert code == 0, err
+    t = json.loads(out)["analyses"][0]["tables"]
+    n_lab = {}
+    for r in t["transitions"]["rows"]:
+        n = r["N_WC"] + r["N_CW"] + r["N_WWp"] + r["N_CC"] + r["N_WW"]
+        n_lab.setdefault(r["task"], n)
+        assert n == pytest.approx(n_lab[r["task"]]) and n < 32  # the labelled questions only
+        assert r["acc_change"] == pytest.approx((r["N_WC"] - r["N_CW"]) / n * 100, abs=1e-8)
+        assert r["disagreement"] == pytest.approx((r["N_WC"] + r["N_CW"] + r["N_WWp"]) / n * 100, abs=1e-8)

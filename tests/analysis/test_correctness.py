@@ -76,6 +76,15 @@ def test_summary_matches_reference_and_identities(drawn):
             acc = s["acc"][in_task]
             want = np.where(np.isfinite(acc), acc, 0).sum(0) / np.isfinite(acc).sum(0)
         _close(cells["A_t"].sel(task=task).values, want, f"A_t ({task})")
+        # r3:eq:correctness inside each row, with unknown labels among the questions: both
+        # sides over the same population (the labelled questions, N = n)
+        N = np.where(n > 0, n, np.nan)[:, None]
+        with np.errstate(invalid="ignore"):
+            _close(cells["acc_change"].sel(task=task).values,
+                   (cells["N_WC"] - cells["N_CW"]).sel(task=task).values / N, f"A_T - A_t row ({task})")
+            _close(cells["disagreement"].sel(task=task).values,
+                   (cells["N_WC"] + cells["N_CW"] + cells["N_WWp"]).sel(task=task).values / N,
+                   f"disagreement row ({task})")
 
 
 def test_winner_is_the_ladders_winner(small_store):
@@ -163,16 +172,20 @@ def test_transitions_worked_example():
 
 
 def test_unknown_label_and_incomplete_question():
-    # y* = -1: accuracy and transitions are NaN, disagreement is not; an all-NaN question is NaN
-    # everywhere and left out of the cells.
+    # y* = -1: accuracy, transitions and the per-depth disagreement are NaN (one population for
+    # both identities of r3:eq:correctness), ε is not; an all-NaN question is NaN everywhere and
+    # left out of the cells.
     e, f = [1.0, 0.0], [0.0, 1.0]
     ds = _store([[[e, f]], [[e, f]], [[[np.nan] * 2] * 2]], [-1, 0, 0])
     summ = correctness_summary(ds, grid=[1]).compute()
-    assert np.isnan(summ.acc.values[0]).all() and summ.disagree.values[0, 0, 0] == 1.0
+    assert np.isnan(summ.acc.values[0]).all() and np.isnan(summ.disagree.values[0]).all()
+    assert summ.eps.values[0, 0] == 1.0
     assert np.isnan(summ.disagree.values[2]).all() and np.isnan(summ.complete.values[2]).all()
     cells = cell_values(summ, CELL_STATISTICS).compute()
     assert cells["N_WC"].sel(depth=1).item() == 0.0 and cells["N_CW"].sel(depth=1).item() == 1.0
     assert cells["disagreement"].sel(depth=1).item() == 1.0 and cells["n_questions"].item() == 2.0
+    # the identities hold within the row: disagreement = (N_WC + N_CW + N_WWp) / N_labelled
+    assert cells["disagreement"].sel(depth=1).item() == (0.0 + 1.0 + 0.0) / 1
 
 
 def test_correctness_needs_labels():

@@ -26,16 +26,18 @@ Coordinate-permutation reference (``r3:eq:permutation``, ``pd:app:tab:permutatio
     On positive-margin pairs (unique winner, m > 0) at grid depths,
     ``p_perm(s_t, δ) = (1/K!) Σ_{P ∈ 𝔖_K} 1{R_t(Pδ) > 0}``,
     ``R_t(ε) = min_{b≠a}[g_b - (ε_b - ε_a)]`` over all K_i! permutations ((Pδ)_k = δ_{π(k)}),
-    against the actual preservation ``1{y_T = y_t}``. The permuted endpoint is
+    against the actual *strict* preservation ``1{R > 0}`` (``pd:eq:reserve``: a the unique
+    endpoint winner; R = 0 is a boundary, not a win). The permuted endpoint is
     ``x = s_t + Pδ``, computed as ``x_k = s_{T,π(k)} + (s_{t,k} - s_{t,π(k)})`` (equal in exact
     arithmetic; exact for the identity permutation, so P = id reproduces s_T); ``R_t(Pδ) > 0``
-    is ``x_a > max_{b≠a} x_b``. Its answer ``y' = argmax_k x_k`` takes the **lowest identity
-    among ties**, as y_t does; the reference transition frequencies (correction W→C,
-    degradation C→W, wrong-to-wrong switch W→W′) are the fractions of permutations whose y'
-    falls in each category, and the *excess* frequencies are actual minus reference. A
-    permuted tie that the tie rule resolves to a (``y' = a`` but R = 0) counts as neither
-    strict preservation nor a change: ``perm_tie_kept``, so per pair
-    ``preserved - p_perm = -(excess_WC + excess_CW + excess_WWp) + perm_tie_kept``.
+    is ``x_a > max_{b≠a} x_b``. Both endpoints, actual and permuted, are classified by one
+    rule that does not depend on how the candidates are numbered: *kept* (a the unique
+    maximiser), *tied* (the maximum attained more than once: no answer; ``actual_tie``,
+    ``perm_tie``), or a *change* to the unique maximiser y' — correction W→C, degradation C→W,
+    wrong-to-wrong switch W→W′ for a known y*. The reference frequencies are fractions of the
+    K! permutations, the *excess* frequencies actual minus reference; per pair kept + tied +
+    changed = 1 on both sides, so
+    ``preserved - p_perm = -(excess_tie + excess_WC + excess_CW + excess_WWp)``.
 
 Per-question summaries and cells
 --------------------------------
@@ -135,10 +137,13 @@ DYNAMICS_VARS: dict[str, tuple[str | None, str, str, str]] = {
     "complete_grid": (None, "1 if complete at the grid and T, else NaN", "1", "pd:app:eq:promotion-set"),
     # permutation_kernel (means over the question's positive-margin (t, a) pairs)
     "positive": (None, "mean over (t ∈ 𝒯, a) of 1{unique winner at t} (m > 0)", "fraction", "r3:eq:permutation"),
-    "preserved": (None, "actual preservation 1{y_T = y_t}", "fraction", "pd:app:tab:permutation"),
+    "preserved": (None, "actual strict preservation 1{R > 0} (y_t the unique endpoint winner)", "fraction",
+                  "pd:app:tab:permutation"),
     "p_perm": (None, "coordinate-permutation reference p_perm(s_t, δ)", "fraction", "r3:eq:permutation"),
     "pres_diff": (None, "preserved - p_perm", "fraction", "pd:app:tab:permutation"),
-    "perm_tie_kept": (None, "fraction of permutations with R = 0 and y' = a", "fraction", "r3:eq:permutation"),
+    "actual_tie": (None, "1{the endpoint maximum is tied}", "fraction", "pd:eq:reserve"),
+    "perm_tie": (None, "fraction of permutations whose endpoint maximum is tied", "fraction", "r3:eq:permutation"),
+    "excess_tie": (None, "actual_tie - perm_tie", "fraction", "r3:eq:permutation"),
     **{f"actual_{c}": (None, f"actual frequency of {c} (t → T)", "fraction", "pd:app:tab:transitions") for c in _TRANS},
     **{f"perm_{c}": (None, f"reference frequency of {c} under permutation", "fraction", "pd:app:tab:transitions")
        for c in _TRANS},
@@ -169,7 +174,9 @@ CELL_STATISTICS: dict[str, tuple[str, ...]] = {
     "preserved": ("mean", "preserved"),  # actual (pd:app:tab:permutation)
     "p_perm": ("mean", "p_perm"),  # reference (pd:app:tab:permutation)
     "pres_diff": ("mean", "pres_diff"),  # difference (pd:app:tab:permutation)
-    "perm_tie_kept": ("mean", "perm_tie_kept"),
+    "actual_tie": ("mean", "actual_tie"),
+    "perm_tie": ("mean", "perm_tie"),
+    "excess_tie": ("mean", "excess_tie"),
     **{f"actual_{c}": ("mean", f"actual_{c}") for c in _TRANS},
     **{f"perm_{c}": ("mean", f"perm_{c}") for c in _TRANS},
     **{f"excess_{c}": ("mean", f"excess_{c}") for c in _TRANS},  # text after pd:app:tab:transitions
@@ -284,8 +291,9 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
     Returns dict: ``eligible`` (bool: complete pair with a unique winner at t, in a used
     arrangement), ``ok`` (bool: finite at t and T, K ≥ 2), ``complete`` ``[q, P]`` (bool: ok at
     every grid depth and used arrangement; with an empty grid, finite at T), ``preserved``
-    (1{y_T = y_t}), ``p_perm``, ``perm_tie_kept``, ``perm_WC/CW/WWp`` (fractions of the K_i!
-    permutations), ``actual_WC/CW/WWp`` (0/1); transition outputs are NaN where y* is unknown.
+    (1{R > 0}), ``actual_tie`` (0/1), ``p_perm``, ``perm_tie``, ``perm_WC/CW/WWp`` (fractions
+    of the K_i! permutations), ``actual_WC/CW/WWp`` (0/1, unique endpoint winners only);
+    transition outputs are NaN where y* is unknown.
     """
     s = np.asarray(s)
     K = np.asarray(K).astype(np.int64)
@@ -303,6 +311,7 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
     ys = y[:, None, None, None]
     shape = (nq, G, A, P)
     acc = {n: np.zeros(shape) for n in ("strict", "tie", *_TRANS)}
+    uT = uniq_all[:, G:]  # [q, 1, A, P]: a unique endpoint winner
     for k in np.unique(K[K >= 2]):
         k = int(k)
         rows = np.flatnonzero(K == k)
@@ -322,13 +331,14 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
                 xa = np.take_along_axis(X, ak[:, None], axis=1)[:, 0]  # [b, n, G, A, P]
                 rival = np.where(ids == ak[:, None], -np.inf, X).max(1)
                 strict = xa > rival
-                yp = X.argmax(1)  # lowest identity among ties
-                kept = yp == ak
+                yp = X.argmax(1)
+                top = X.max(1)
+                one = (X == top[:, None]).sum(1) == 1  # no tie for the maximum
                 sums["strict"] += strict.sum(0)
-                sums["tie"] += (kept & ~strict).sum(0)
-                sums["WC"] += (wrong & (yp == yk)).sum(0)
-                sums["CW"] += (~wrong & (yp != yk)).sum(0)
-                sums["WWp"] += (wrong & (yp != yk) & ~kept).sum(0)
+                sums["tie"] += (~one).sum(0)
+                sums["WC"] += (wrong & one & (yp == yk)).sum(0)
+                sums["CW"] += (~wrong & one & (yp != yk)).sum(0)
+                sums["WWp"] += (wrong & one & (yp != yk) & (yp != ak)).sum(0)
         for n, total in sums.items():
             acc[n][rows] = total / len(perms)
     known = _known_label(y, K)[:, None, None, None]
@@ -337,18 +347,19 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
         "eligible": ok & unique,
         "ok": ok,
         "complete": complete,
-        "preserved": (yT == a).astype(np.float64),
+        "preserved": (uT & (yT == a)).astype(np.float64),
+        "actual_tie": np.broadcast_to(~uT, a.shape).astype(np.float64),
         "p_perm": acc["strict"],
-        "perm_tie_kept": acc["tie"],
-        "actual_WC": (~c_t & c_T).astype(np.float64),
-        "actual_CW": (c_t & ~c_T).astype(np.float64),
-        "actual_WWp": (~c_t & ~c_T & (yT != a)).astype(np.float64),
+        "perm_tie": acc["tie"],
+        "actual_WC": (uT & ~c_t & c_T).astype(np.float64),
+        "actual_CW": (uT & c_t & ~c_T).astype(np.float64),
+        "actual_WWp": (uT & ~c_t & ~c_T & (yT != a)).astype(np.float64),
     }
     for c in _TRANS:
         out[f"perm_{c}"] = acc[c]
         out[f"actual_{c}"] = np.where(known, out[f"actual_{c}"], np.nan)
         out[f"perm_{c}"] = np.where(known, out[f"perm_{c}"], np.nan)
-    for n in ("preserved", "p_perm", "perm_tie_kept", *(f"{p}_{c}" for p in ("actual", "perm") for c in _TRANS)):
+    for n in ("preserved", "actual_tie", "p_perm", "perm_tie", *(f"{p}_{c}" for p in ("actual", "perm") for c in _TRANS)):
         out[n] = np.where(ok, out[n], np.nan)
     return out
 
@@ -370,8 +381,9 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
     dict of float64 arrays ``[q, precision]`` (fractions): ``positive`` = share of (t ∈ 𝒯, used
     a) pairs with a unique winner; and, averaged over those positive-margin pairs (grid depths and
     arrangements within the question; NaN where there is none): ``preserved``, ``p_perm``,
-    ``pres_diff``, ``perm_tie_kept``, ``actual_WC/CW/WWp``, ``perm_WC/CW/WWp`` and
-    ``excess_* = actual_* - perm_*`` (NaN where y* is unknown). NaN where incomplete.
+    ``pres_diff``, ``actual_tie``, ``perm_tie``, ``excess_tie``, ``actual_WC/CW/WWp``,
+    ``perm_WC/CW/WWp`` and ``excess_* = actual_* - perm_*`` (transitions NaN where y* is
+    unknown). NaN where incomplete.
     """
     s, K, u, y = _compiled_args(s, K, used, answer)
     return _permutation(s, K, u, y, _index(grid_idx), int(endpoint_idx))
@@ -509,7 +521,7 @@ def permutation_summary(ds, grid="quarter", endpoint: int | None = None):
     Returns
     -------
     xarray.Dataset, dask-backed, dims (question, precision), fractions: ``positive,
-    preserved, p_perm, pres_diff, perm_tie_kept, actual_{WC,CW,WWp}, perm_{WC,CW,WWp},
+    preserved, p_perm, pres_diff, actual_tie, perm_tie, excess_tie, actual_{WC,CW,WWp}, perm_{WC,CW,WWp},
     excess_{WC,CW,WWp}`` (:data:`DYNAMICS_VARS`).
 
     Raises
@@ -656,7 +668,7 @@ def permutation_reference(ds, grid="quarter", endpoint: int | None = None):
     xarray.Dataset, dask-backed, dims (question, depth, arrangement, precision) over the grid
     depths: ``eligible`` (bool: positive margin, i.e. a unique winner at t, and finite scores),
     and, NaN where scores are not finite (and for the transitions where y* is unknown),
-    fractions ``preserved`` (1{y_T = y_t}), ``p_perm``, ``perm_tie_kept``, ``perm_{WC,CW,WWp}``
+    fractions ``preserved`` (1{R > 0}), ``actual_tie``, ``p_perm``, ``perm_tie``, ``perm_{WC,CW,WWp}``
     and ``actual_{WC,CW,WWp}`` (0/1). The paper's comparisons use eligible pairs only
     (:func:`permutation_summary`).
 
@@ -668,7 +680,7 @@ def permutation_reference(ds, grid="quarter", endpoint: int | None = None):
     import xarray as xr
 
     score, T, g, _, kw = _setup(ds, grid, endpoint)
-    names = ("eligible", "preserved", "p_perm", "perm_tie_kept",
+    names = ("eligible", "preserved", "actual_tie", "p_perm", "perm_tie",
              *(f"{p}_{c}" for p in ("perm", "actual") for c in _TRANS))
     if not g.depths:
         raise ValueError("the grid is empty: no depth to compare")

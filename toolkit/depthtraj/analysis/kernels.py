@@ -443,10 +443,11 @@ def _dynamics_block(nb, qi, nA, wA, K, lab, q_all, q_ok, G, S, SC, G0, g0_of, g_
         if known:
             corr_Q[0, q, p] = caccT[ii]
             trans_n[g_i, p] += 1.0
-        else:
+        else:  # the per-depth rows share one population, the labelled questions (r3:eq:correctness)
             for v in range(SC):
                 corr_D[0, q, p, v] = np.nan
                 corr_D[1, q, p, v] = np.nan
+                corr_D[2, q, p, v] = np.nan
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -58,12 +58,12 @@ assert len(INCREMENT_FIELDS) == _kern._N_INC  # the fused sweep of kernels.geome
 #: Rows of :func:`permutation_pass`'s output, in order (``r3:eq:permutation``,
 #: ``pd:app:tab:permutation``, ``pd:app:tab:transitions``).
 PERMUTATION_FIELDS: tuple[str, ...] = (
-    "positive", "preserved", "p_perm", "perm_tie_kept",
+    "positive", "preserved", "p_perm", "actual_tie", "perm_tie",
     "actual_WC", "actual_CW", "actual_WWp", "perm_WC", "perm_CW", "perm_WWp",
-    "pres_diff", "excess_WC", "excess_CW", "excess_WWp",
+    "pres_diff", "excess_tie", "excess_WC", "excess_CW", "excess_WWp",
 )
-(P_POS, P_PRES, P_PERM, P_TIE, P_AWC, P_ACW, P_AWWP, P_PWC, P_PCW, P_PWWP,
- P_DIFF, P_XWC, P_XCW, P_XWWP) = range(len(PERMUTATION_FIELDS))
+(P_POS, P_PRES, P_PERM, P_ATIE, P_TIE, P_AWC, P_ACW, P_AWWP, P_PWC, P_PCW, P_PWWP,
+ P_DIFF, P_XTIE, P_XWC, P_XCW, P_XWWP) = range(len(PERMUTATION_FIELDS))
 _LAST_PAIR_MEAN = P_PWWP  # rows P_PRES..P_PWWP are means over the positive-margin pairs
 
 #: Rows of :func:`correctness_pass`'s per-depth output, in order (``r3:eq:correctness``).
@@ -299,9 +299,10 @@ def _permutation_counts(X, k, n_perm, a, y, perms):
     ``X[c, j] = s_{T,j} + (s_{t,c} - s_{t,j})`` is coordinate c of the permuted endpoint when
     π(c) = j.
 
-    Returns the counts ``(strict, kept, hit)`` of permutations whose permuted answer y' (the
-    lowest identity among ties) is ``a`` with no tie (``R_t(Pδ) > 0``), is ``a``, and is ``y``.
-    When ``min_j X[a, j] > max_{c≠a, j} X[c, j]`` every permutation keeps ``a`` strictly and the
+    Returns the counts ``(strict, tie, hit)`` of permutations whose permuted endpoint has
+    ``a`` as its unique maximiser (``R_t(Pδ) > 0``), has a tie for its maximum (no unique
+    answer, whichever candidates tie), and has ``y`` as its unique maximiser. When
+    ``min_j X[a, j] > max_{c≠a, j} X[c, j]`` every permutation keeps ``a`` strictly and the
     counts follow without enumeration; otherwise the loop body is branch-free (selects): the
     outcomes are data-dependent and unpredictable.
     """
@@ -314,9 +315,9 @@ def _permutation_counts(X, k, n_perm, a, y, perms):
             else:
                 high_rest = max(high_rest, X[c, j])
     if low_a > high_rest:  # a wins under every permutation, with no tie
-        return n_perm, n_perm, n_perm if y == a else 0
+        return n_perm, 0, n_perm if y == a else 0
     strict = 0
-    kept = 0
+    tie = 0
     hit = 0
     for r in range(n_perm):
         top = X[0, perms[r, 0]]
@@ -328,11 +329,11 @@ def _permutation_counts(X, k, n_perm, a, y, perms):
             n_top = 1 if gt else n_top + (x == top)
             arg = c if gt else arg
             top = x if gt else top
-        is_a = arg == a
-        kept += is_a
-        strict += is_a & (n_top == 1)
-        hit += arg == y
-    return strict, kept, hit
+        unique = n_top == 1
+        strict += (arg == a) & unique
+        tie += n_top > 1
+        hit += (arg == y) & unique
+    return strict, tie, hit
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -343,16 +344,21 @@ def permutation_pass(s, K, used, answer, grid_idx, t_idx, perms):
     K_i! permutations π of δ = s_T - s_t (``perms``: a nested table from
     :func:`permutation_table` with at least min(K_i, candidates) columns) are enumerated, the
     permuted endpoint ``x_c = s_{T,π(c)} + (s_{t,c} - s_{t,π(c)})`` (equal to s_t + Pδ in exact
-    arithmetic; exact for π = id) read from a K_i × K_i table, and counted: ``p_perm`` (y' = a
-    uniquely), ``perm_tie_kept`` (y' = a by the tie rule only) and, for a known y*, the
-    reference frequencies of W→C, C→W and W→W′; against the actual ``preserved = 1{y_T = a}``
-    and actual transitions.
+    arithmetic; exact for π = id) read from a K_i × K_i table, and each endpoint, actual
+    (π = id, s_T) and permuted, is classified by the same rule: *kept* when ``a`` is its unique
+    maximiser (``R > 0``, strict preservation), *tied* when its maximum is attained more than
+    once (``R = 0`` is a boundary, not a win: no answer), otherwise a *change* to the unique
+    maximiser y', split for a known y* into W→C, C→W and W→W′. No rule depends on how the
+    candidates are numbered.
 
     Returns float64 ``[len(PERMUTATION_FIELDS), question, precision]``, rows
     :data:`PERMUTATION_FIELDS` (fractions): ``positive`` = share of (grid depth, used
     arrangement) pairs with a unique winner (NaN for an empty grid); the means over the
-    positive-margin pairs (NaN where there is none) of ``preserved, p_perm, perm_tie_kept,
-    actual_*, perm_*``; ``pres_diff = preserved - p_perm``, ``excess_* = actual_* - perm_*``.
+    positive-margin pairs (NaN where there is none) of ``preserved`` (actual kept),
+    ``p_perm`` (reference kept), ``actual_tie``, ``perm_tie``, ``actual_*, perm_*``
+    (transitions); ``pres_diff = preserved - p_perm``, ``excess_* = actual_* - perm_*``. Per
+    pair kept + tied + changed = 1 on both sides, so for a known y*
+    ``pres_diff = -(excess_tie + excess_WC + excess_CW + excess_WWp)``.
     Transition rows are NaN where y* is unknown; everything is NaN where the (question, arm) is
     incomplete (some used arrangement not finite at a grid depth or at T, or K_i < 2).
     """
@@ -383,7 +389,7 @@ def permutation_pass(s, K, used, answer, grid_idx, t_idx, perms):
             for p in range(npr):
                 if not ok[p]:
                     continue
-                yT, _, fin = _winner_at(s, i, t_idx, a, p, k)
+                yT, uT, fin = _winner_at(s, i, t_idx, a, p, k)
                 if not fin:
                     ok[p] = False
                     continue
@@ -402,19 +408,20 @@ def permutation_pass(s, K, used, answer, grid_idx, t_idx, perms):
                     for c in range(k):
                         for j in range(k):
                             X[c, j] = vT[j] + (vt[c] - vt[j])
-                    strict, kept, hit = _permutation_counts(X, k, n_perm, win, y, perms)
+                    strict, tie, hit = _permutation_counts(X, k, n_perm, win, y, perms)
                     wrong = win != y
-                    out[P_PRES, i, p] += 1.0 if yT == win else 0.0
+                    out[P_PRES, i, p] += 1.0 if (uT and yT == win) else 0.0
                     out[P_PERM, i, p] += strict / n_perm
-                    out[P_TIE, i, p] += (kept - strict) / n_perm
+                    out[P_ATIE, i, p] += 0.0 if uT else 1.0
+                    out[P_TIE, i, p] += tie / n_perm
                     if wrong:
-                        out[P_AWC, i, p] += 1.0 if yT == y else 0.0
-                        out[P_AWWP, i, p] += 1.0 if (yT != y and yT != win) else 0.0
+                        out[P_AWC, i, p] += 1.0 if (uT and yT == y) else 0.0
+                        out[P_AWWP, i, p] += 1.0 if (uT and yT != y and yT != win) else 0.0
                         out[P_PWC, i, p] += hit / n_perm
-                        out[P_PWWP, i, p] += (n_perm - hit - kept) / n_perm
+                        out[P_PWWP, i, p] += (n_perm - strict - tie - hit) / n_perm
                     else:
-                        out[P_ACW, i, p] += 1.0 if yT != y else 0.0
-                        out[P_PCW, i, p] += (n_perm - hit) / n_perm
+                        out[P_ACW, i, p] += 1.0 if (uT and yT != y) else 0.0
+                        out[P_PCW, i, p] += (n_perm - strict - tie) / n_perm
         for p in range(npr):
             if not ok[p]:
                 out[:, i, p] = np.nan
@@ -427,6 +434,7 @@ def permutation_pass(s, K, used, answer, grid_idx, t_idx, perms):
                 for f in range(P_AWC, P_PWWP + 1):
                     out[f, i, p] = np.nan
             out[P_DIFF, i, p] = out[P_PRES, i, p] - out[P_PERM, i, p]
+            out[P_XTIE, i, p] = out[P_ATIE, i, p] - out[P_TIE, i, p]
             out[P_XWC, i, p] = out[P_AWC, i, p] - out[P_PWC, i, p]
             out[P_XCW, i, p] = out[P_ACW, i, p] - out[P_PCW, i, p]
             out[P_XWWP, i, p] = out[P_AWWP, i, p] - out[P_PWWP, i, p]
@@ -449,8 +457,9 @@ def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx):
     y*}`` and of 1{y_t ≠ y_T} — and ``Q`` float64 ``[len(CORRECTNESS_FIELDS), question,
     precision]``: ``acc_T``, ``eps`` = mean over grid depths and used arrangements of 1{y_t ≠
     y_T} (NaN for an empty grid), and 1.0 for a complete (question, arm). NaN where incomplete
-    (K_i < 2 or a used arrangement not finite at one of those depths); label-dependent rows (all
-    but ``disagree`` and ``eps``) NaN where y* is unknown. (The store pass takes these from the
+    (K_i < 2 or a used arrangement not finite at one of those depths); every per-depth row
+    (``disagree`` included, so that both identities of ``r3:eq:correctness`` hold over one
+    population) and ``acc_T`` NaN where y* is unknown; ``eps`` is defined for every question. (The store pass takes these from the
     geometry sweep, :func:`depthtraj.analysis.kernels.geometry_pass`.)
     """
     nq, _, C, na, npr = s.shape
@@ -507,7 +516,7 @@ def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx):
                 continue
             Q[C_COMPLETE, i, p] = 1.0
             Q[C_EPS, i, p] = Q[C_EPS, i, p] / G if G > 0 else np.nan
-            if not known:
-                D[:C_DIS, i, p, :] = np.nan
+            if not known:  # every per-depth row over the labelled questions (r3:eq:correctness)
+                D[:, i, p, :] = np.nan
                 Q[C_ACCT, i, p] = np.nan
     return D, Q

@@ -90,7 +90,7 @@ class PassResult:
 #: intervals) and summed only (counts, distributions). Names as in :mod:`.dynamics` /
 #: :mod:`.correctness`; ``(name, per-depth)``.
 DYNAMICS_BOOT = ("sum_tr", "sum_q", "sum_r", "sum_rho", "n_I", "n_zero_span", "advanced", "positive",
-                 "preserved", "p_perm", "pres_diff",
+                 "preserved", "p_perm", "pres_diff", "excess_tie",
                  "actual_WC", "actual_CW", "actual_WWp", "perm_WC", "perm_CW", "perm_WWp",
                  "excess_WC", "excess_CW", "excess_WWp")
 DYNAMICS_SUM = ("n_pairs", "rho_hist", "promoted", "complete_increments", "complete_grid")

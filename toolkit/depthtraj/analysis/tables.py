@@ -67,7 +67,7 @@ __all__ = [
     "write_out",
 ]
 
-SCHEMA = "depthtraj.analysis/2"
+SCHEMA = "depthtraj.analysis/3"
 """The version of the JSON document (bump when a key changes meaning)."""
 
 
@@ -494,7 +494,7 @@ def render_csv(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequence
 
 def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level: float = 0.95,
                   comparisons: Sequence[Table] = ()) -> dict:
-    """The single JSON document (``"schema": "depthtraj.analysis/2"``, see
+    """The single JSON document (``"schema": "depthtraj.analysis/3"``, see
     ``spec/analysis-json.md``)."""
     from .. import __version__
 
@@ -568,18 +568,23 @@ def _stat_rows(res, specs, *, store, model, readout, by, T, scale, extra_index=N
 def permutation_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
     """Actual preservation vs the exact coordinate-permutation reference (``r3:eq:permutation``,
     ``pd:app:tab:permutation``) on positive-margin pairs of the pass's first grid (grid depths
-    averaged within question, then questions), with the excess correction / degradation /
-    wrong-to-wrong frequencies relative to the reference (pp)."""
+    averaged within question, then questions), with the excess tie / correction / degradation /
+    wrong-to-wrong frequencies relative to the reference (pp). Preservation is strict on both
+    sides (``pd:eq:reserve``: a the unique endpoint winner, R > 0); an endpoint whose maximum
+    is tied is neither kept nor changed (``excess_tie``), so for labelled questions
+    ``pres_diff = -(excess_tie + excess_WC + excess_CW + excess_WWp)``."""
     grid = res.extra["dyn_grid"]
     cols = _key_cols(by, Column("grid", "Grid", kind="str"))
     for key, head, unit, interval in (
         ("preserved", "Actual %", "%", True), ("p_perm", "Reference %", "%", True),
         ("pres_diff", "Difference pp", "pp", True), ("positive", "m>0 pairs %", "%", False),
+        ("excess_tie", "Excess tie pp", "pp", True),
         ("excess_WC", "Excess W→C pp", "pp", True), ("excess_CW", "Excess C→W pp", "pp", True),
         ("excess_WWp", "Excess W→W′ pp", "pp", True),
     ):
         cols.append(Column(key, head, unit, interval, group="value" if not key.startswith("excess") else "excess"))
-    specs = {k: ("mean", k) for k in ("preserved", "p_perm", "pres_diff", "positive", "excess_WC", "excess_CW", "excess_WWp")}
+    specs = {k: ("mean", k) for k in ("preserved", "p_perm", "pres_diff", "positive", "excess_tie", "excess_WC",
+                                      "excess_CW", "excess_WWp")}
     rows = _stat_rows(res, specs, store=store, model=model, readout=readout, by=by, T=res.endpoint,
                       scale={k: 100.0 for k in specs})
     for r in rows:
@@ -592,7 +597,10 @@ def permutation_table(res, *, store: str, model: str, readout: str = "F1", by: s
 def transitions_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
     """Start-to-end answer transitions t → T at every recorded depth t < T (``r3:eq:correctness``,
     ``pd:app:tab:transitions``): counts W→C, C→W, W→W′, C→C, W=W (questions; each used
-    arrangement weighs 1/A_q), accuracy A_t (%) and the change A_T − A_t (pp, interval)."""
+    arrangement weighs 1/A_q), accuracy A_t (%), the change A_T − A_t (pp, interval) and the
+    disagreement 1{y_t ≠ y_T} (%). Every column is over the questions with a known label
+    (N = the row's five counts), so A_T − A_t = (N_W→C − N_C→W)/N and the disagreement =
+    (N_W→C + N_C→W + N_W→W′)/N hold inside each row."""
     depths = res.extra["corr_depths"]
     cols = _key_cols(by, Column("depth", "t", kind="int"))
     for key, head in (("N_WC", "W→C"), ("N_CW", "C→W"), ("N_WWp", "W→W′"), ("N_CC", "C→C"), ("N_WW", "W=W")):
@@ -612,13 +620,18 @@ def transitions_table(res, *, store: str, model: str, readout: str = "F1", by: s
 def accuracy_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
     """Endpoint accuracy A_T (``pd:app:tab:text-accuracy``) and endpoint disagreement ε on the
     first grid (``pd:eq:format-summaries``), % with intervals, arrangements averaged within
-    question."""
+    question. Populations: A_T and ``correct`` over the questions with a known label (y* ≥ 0);
+    ε, which needs no label, over every complete question (the format summary ε_f). The
+    per-depth disagreement of the ``transitions`` table is over the labelled questions, so that
+    ``r3:eq:correctness`` holds inside its rows."""
     grid = res.extra["dyn_grid"]
     cols = _key_cols(by)
-    cols.append(Column("A_T", "Accuracy %", "%", True, group="value", description="endpoint accuracy"))
-    cols.append(Column("correct", "Correct", "questions", digits=2, group="value", description="Σ_i mean_a 1{y_T = y*}"))
+    cols.append(Column("A_T", "Accuracy %", "%", True, group="value",
+                       description="endpoint accuracy, questions with a known label"))
+    cols.append(Column("correct", "Correct", "questions", digits=2, group="value",
+                       description="Σ_i mean_a 1{y_T = y*} over questions with a known label"))
     cols.append(Column("epsilon", f"ε on {format_depths(grid.depths)} %", "%", True, group="value",
-                       description="fraction of grid-depth answers differing from the endpoint's"))
+                       description="fraction of grid-depth answers differing from the endpoint's, every question"))
     specs = {"A_T": ("mean", "acc_T"), "correct": ("sum", "acc_T"), "epsilon": ("mean", "eps")}
     rows = _stat_rows(res, specs, store=store, model=model, readout=readout, by=by, T=res.endpoint,
                       scale={"A_T": 100.0, "epsilon": 100.0})
