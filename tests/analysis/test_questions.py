@@ -80,15 +80,16 @@ def test_marginal_groups_match_a_plain_loop(small_store):
     assert K_of.tolist() == [int(n.split("K=")[1].split("|")[0]) for n in names]
 
 
-def test_open_for_analysis_reads_whole_multiples_of_the_stored_chunk(small_store, monkeypatch):
-    # small stored chunks (16 questions) are read in analysis chunks of whole stored chunks, in
-    # one read per task: every per-question coordinate chunked alike, the same pass results
+def test_open_for_analysis_reads_canonical_chunks(small_store, monkeypatch):
+    # analysis chunks are a power of two of questions fitting CHUNK_BYTES, whatever the stored
+    # chunks (16 here), each read straight from the store: every per-question coordinate
+    # chunked alike, the same pass results as in the stored chunks
     from depthtraj.analysis import geometry, open_for_analysis, score_of
 
     ds = open_store(small_store, question_index=False)
     per_question = int(np.prod(ds["score"].shape[1:])) * ds["score"].dtype.itemsize
     monkeypatch.setattr(geometry, "CHUNK_BYTES", 40 * per_question)  # room for 2.5 stored chunks
-    assert geometry.analysis_rows(ds) == 32
+    assert geometry.analysis_rows(ds) == 32  # the power of two below 40
     opened = open_for_analysis(small_store)
     assert "question" not in opened.indexes
     score = score_of(opened)
@@ -99,8 +100,11 @@ def test_open_for_analysis_reads_whole_multiples_of_the_stored_chunk(small_store
     assert got.groups == ref.groups
     np.testing.assert_allclose(got.sums, ref.sums, rtol=1e-12)
     np.testing.assert_allclose(got.boot_sums, ref.boot_sums, rtol=1e-12)
-    monkeypatch.setattr(geometry, "CHUNK_BYTES", 16 * per_question)  # the stored chunk is enough
-    assert geometry.analysis_rows(ds) is None
+    # a selection keeps the canonical cuts: chunks of 32 over the selected questions
+    assert score_of(opened.isel(question=np.arange(3, 64))).chunks[0] == (32, 29)
+    monkeypatch.setattr(geometry, "CHUNK_BYTES", 16 * per_question)  # the stored chunk is the analysis chunk
+    assert geometry.analysis_rows(ds) == 16
+    assert score_of(open_for_analysis(small_store)).chunks[0] == (16,) * 4
 
 
 @pytest.mark.parametrize("kind", ["StringDType", "object", "U", "int"])

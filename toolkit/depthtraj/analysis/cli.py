@@ -161,8 +161,12 @@ def analyze_store(
                                    scale=6 in S)
         import dask
 
-        # one compute: the defect counts read the very chunks the pass reads (shared tasks)
-        values, counted = dask.compute(delayed, score_defects(score))
+        from .passes import blas_scope
+
+        # one compute: the defect counts read the very chunks the pass reads (shared tasks); BLAS
+        # on one thread, so the bootstrap sums do not depend on thread counts (restored after)
+        with blas_scope():
+            values, counted = dask.compute(delayed, score_defects(score))
         res = finish_pass(values, meta)
     found = summarize_defects(score, counted, kind=readout_info(ds)["kind"])
     if defects is not None:

@@ -105,41 +105,57 @@ LADDER_VARS: tuple[str, ...] = tuple(_FLOAT_VARS) + ("unique", "winner", "valid"
 CHUNK_BYTES = 32 * 2**20
 
 
-def analysis_rows(ds) -> int | None:
-    """Questions per analysis chunk of a store opened with :func:`~depthtraj.store.open_store`:
-    the whole multiple of the stored question chunk closest below :data:`CHUNK_BYTES` of
-    ``score`` (at least one stored chunk), or None when the store's own chunks are already
-    that large or ``score`` has no stored chunking. Reopening with ``open_store(path,
-    chunks=analysis_rows(ds))`` reads each analysis chunk in one go, instead of merging small
-    chunks after reading them (:func:`score_of`)."""
-    if "score" not in ds.data_vars:
+def analysis_rows(obj) -> int | None:
+    """Questions per analysis chunk: the largest power of two whose ``score`` rows fit in
+    :data:`CHUNK_BYTES` (at least 1), or None without a ``score``.
+
+    It depends only on the shape and dtype of one question's scores — never on how the store
+    is chunked, on the selection or on the scheduler — so every analysis of the same questions
+    cuts them at the same places (question indices 0, R, 2R, ...; :func:`score_of`) and sums
+    them in the same order: the results are the same bytes whatever the store's chunking
+    (issue "trustworthy results", spec/analysis-json.md). A power of two is a whole multiple of
+    the usual stored chunks (64, 256, 8192, ...), which are then read once; other stored chunks
+    are read by the two analysis chunks they straddle.
+    """
+    import xarray as xr
+
+    var = obj["score"] if isinstance(obj, xr.Dataset) and "score" in obj.data_vars else obj
+    if not isinstance(var, xr.DataArray):
         return None
-    var = ds["score"]
-    stored = var.encoding.get("chunks") or var.encoding.get("preferred_chunks", {}).get(L.QUESTION)
-    if not stored:
-        return None
-    stored = int(stored[var.dims.index(L.QUESTION)] if isinstance(stored, (tuple, list)) else stored)
     per_question = max(1, int(np.prod([var.sizes[d] for d in var.dims if d != L.QUESTION])) * var.dtype.itemsize)
-    rows = max(stored, (CHUNK_BYTES // per_question) // stored * stored)
-    rows = min(rows, max(var.sizes[L.QUESTION], 1))
-    return None if rows <= stored else int(rows)
+    fit = max(1, CHUNK_BYTES // per_question)
+    return 1 << (fit.bit_length() - 1)
+
+
+def canonical_chunks(n: int, rows: int) -> tuple[int, ...]:
+    """The analysis chunks of ``n`` questions, ``rows`` each (:func:`analysis_rows`), the last
+    one shorter; ``(0,)`` for no question."""
+    if n <= 0:
+        return (0,)
+    return (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
 
 
 def open_for_analysis(path, **kwargs):
     """A store opened as the analyses read it: :func:`~depthtraj.store.open_store` without a
-    question index (per-question coordinates stay lazy), chunked by :func:`analysis_rows`.
-    ``kwargs`` go to ``open_store`` (e.g. ``storage_options``).
+    question index (per-question coordinates stay lazy), in the canonical analysis chunks of
+    :func:`analysis_rows`, each read straight from the store. ``kwargs`` go to ``open_store`` (e.g. ``storage_options``).
 
     Raises
     ------
     depthtraj.store.StoreError
         when the path does not exist or is not a zarr group.
     """
+    import warnings
+
     from ..store import open_store
 
     ds = open_store(path, question_index=False, **kwargs)
     rows = analysis_rows(ds)
-    return ds if rows is None else open_store(path, question_index=False, chunks=rows, **kwargs)
+    if rows is None or ds["score"].chunks is None or ds["score"].chunks[0] == canonical_chunks(ds.sizes[L.QUESTION], rows):
+        return ds
+    with warnings.catch_warnings():  # analysis chunks that straddle stored ones are read whole
+        warnings.filterwarnings("ignore", message=".*separate the stored chunks.*")
+        return open_store(path, question_index=False, chunks=rows, **kwargs)
 
 
 def score_of(obj):
@@ -148,8 +164,10 @@ def score_of(obj):
     The result carries the per-question coordinate ``n_arrangements`` (A_q, the arrangements
     the question uses: ``0..A_q-1``, spec §4.3; all of them when the input has no
     ``arrangement_order``). It is dask-backed, chunked along ``question`` only (depth and
-    candidate whole); question chunks much smaller than :data:`CHUNK_BYTES` are merged to about
-    that size. Its per-question coordinates stay as lazy as the input's, chunked like the scores.
+    candidate whole), in the canonical analysis chunks (:func:`analysis_rows`,
+    :func:`canonical_chunks`: about :data:`CHUNK_BYTES` each, whatever the input's chunking),
+    so the results of every pass do not depend on how the store was chunked. Its per-question
+    coordinates stay as lazy as the input's, chunked like the scores.
 
     Raises
     ------
@@ -184,17 +202,17 @@ def score_of(obj):
     score = score.transpose(*L.SCORE_DIMS)
     # Per-question coordinates (task, n_candidates, ids, ...) stay lazy, chunked like the scores
     # below: a pass reads them chunk by chunk beside the scores, never whole.
-    # Question chunks of about CHUNK_BYTES (stores written with small chunks, e.g. collect's
-    # 64 questions, are merged: fewer, larger tasks; memory stays bounded by the chunk size).
-    per_question = max(1, int(np.prod([score.sizes[d] for d in L.SCORE_DIMS[1:]])) * score.dtype.itemsize)
-    rows = max(1, min(score.sizes[L.QUESTION], CHUNK_BYTES // per_question))
-    if score.chunks is None:
-        score = score.chunk({L.QUESTION: rows})
+    # The canonical analysis chunks (analysis_rows: about CHUNK_BYTES, cut at multiples of a
+    # power of two whatever the store's chunking or the selection), so the sums of every pass
+    # run in one order and give the same bytes; memory stays bounded by the chunk size.
+    rows = analysis_rows(score)
+    canonical = canonical_chunks(score.sizes[L.QUESTION], rows)
     whole = {d: -1 for d in (L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION)}
+    if score.chunks is None:
+        score = score.chunk({L.QUESTION: rows, **whole})
     if any(len(score.chunksizes[d]) > 1 for d in whole):
         score = score.chunk(whole)
-    qchunks = score.chunksizes[L.QUESTION]
-    if len(qchunks) > 1 and max(qchunks) < rows // 2:
+    if score.chunks[0] != canonical:
         score = score.chunk({L.QUESTION: rows})
     qchunks = score.chunks[0]
     lazy = {n: c.chunk({L.QUESTION: qchunks}) for n, c in score.coords.items()

@@ -270,6 +270,34 @@ def _group_sums(arrays, codes, n_groups):
     return np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1)
 
 
+_BLAS = {}
+
+
+def one_blas_thread():
+    """Pin the BLAS of this process to one thread (threadpoolctl), so that the bootstrap's
+    matrix products — the only BLAS calls of the pass — sum in one order whatever thread count
+    BLAS would choose: the same inputs give the same bytes under any scheduler (threads,
+    processes, a dask.distributed cluster), ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS``.
+    The scheduler's workers give the parallelism. Called by every chunk of the pass; it leaves
+    the limit set in the process (:func:`blas_scope` restores it in the caller's process).
+    Returns the limiter."""
+    import os
+
+    pid = os.getpid()
+    if pid not in _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.clear()
+        _BLAS[pid] = ThreadpoolController()
+    return _BLAS[pid].limit(limits=1, user_api="blas")
+
+
+def blas_scope():
+    """A context manager computing the pass with one BLAS thread in this process and restoring
+    the previous limit afterwards (:func:`one_blas_thread`)."""
+    return one_blas_thread()
+
+
 def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
     """Per-question summaries ``X`` ``[question, column]`` -> cell sums and counts ``[group,
     column]`` and bootstrap sums and counts ``[group, draw, column]`` (Poisson weights of the
@@ -283,6 +311,7 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
     boot_s = np.zeros((n_groups, max(draws, 0), cols))
     boot_c = np.zeros((n_groups, max(draws, 0), cols))
     if draws > 0 and len(X):
+        one_blas_thread()  # the products below sum in one order (see one_blas_thread)
         order = np.argsort(codes, kind="stable")
         X = X[order]
         codes = codes[order]

@@ -1,0 +1,110 @@
+"""Same input, same bytes out: the whole analysis JSON of `depthtraj analyze` (every section,
+with bootstrap intervals) is byte-identical across schedulers (threads, processes,
+synchronous, a real dask.distributed cluster), BLAS/OpenMP thread counts, and the chunking of
+the store. Before, the bootstrap's BLAS products followed the thread count (223 values of one
+analysis differed in the 7th digit between threads and a cluster) and the analysis chunks
+followed the store's chunks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from depthtraj.analysis import geometry
+from depthtraj.analysis.cli import run_analyze
+
+ARGS = dict(grids=["quarter", "native"], bootstrap=200, seed=3, fmt="json", permutations=50)
+
+
+def _rechunk(src: str, dst: str, chunk: int) -> str:
+    """The same store with another question chunking (values, coordinates and attrs equal)."""
+    ds = xr.open_zarr(src, consolidated=True, zarr_format=3).load()
+    enc = {n: {"chunks": (chunk,) + v.shape[1:]} for n, v in ds.variables.items()
+           if v.dims and v.dims[0] == "question"}
+    for v in ds.variables.values():
+        v.encoding.pop("chunks", None)
+        v.encoding.pop("preferred_chunks", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(dst, zarr_format=3, consolidated=True, encoding=enc, mode="w")
+    return dst
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """One store of 96 questions in chunks of 16, and the same questions in chunks of 24."""
+    from depthtraj.testing import synthetic_store
+
+    root = tmp_path_factory.mktemp("determinism")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = synthetic_store(root / "a.zarr", 96, endpoint=8, k_mix={3: 1, 4: 1, 5: 1}, arrangements=2,
+                            precision=("bf16", "fp32"), tie_rate=0.05, stall_rate=0.1, chunk_size=16)
+    lab = zarr.open_array(f"{a}/label", mode="r+")
+    lab[::5] = -1  # some unknown labels
+    zarr.consolidate_metadata(a)
+    b = _rechunk(a, str(root / "b.zarr"), 24)
+    assert zarr.open_array(f"{b}/score").chunks[0] == 24
+    return a, b
+
+
+def _doc(capsys, store, **kw) -> str:
+    code = run_analyze([store], **{**ARGS, **kw})
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return _normalised(out, store)
+
+
+def _normalised(out: str, store: str) -> str:
+    """The document with the store path written as STORE (the one field that names the input)."""
+    return out.replace(json.dumps(store)[1:-1], "STORE")
+
+
+@pytest.fixture
+def two_analysis_chunks(stores, monkeypatch):
+    """Analysis chunks of 32 questions (3 of them): the stores' 16- and 24-question chunks fall
+    inside and across them."""
+    ds = xr.open_zarr(stores[0], consolidated=True, zarr_format=3)
+    per_question = int(np.prod(ds["score"].shape[1:])) * ds["score"].dtype.itemsize
+    monkeypatch.setattr(geometry, "CHUNK_BYTES", 40 * per_question)
+    assert geometry.analysis_rows(ds) == 32
+
+
+def test_same_bytes_across_schedulers_and_store_chunkings(capsys, stores, two_analysis_chunks):
+    a, b = stores
+    ref = _doc(capsys, a, scheduler_spec="threads")
+    doc = json.loads(ref)
+    assert doc["analyses"][0]["tables"]["depth_area"]["rows"][0]["W_q_lo"] is not None  # intervals present
+    assert _doc(capsys, a, scheduler_spec="synchronous") == ref
+    assert _doc(capsys, a, scheduler_spec="processes") == ref
+    assert _doc(capsys, b, scheduler_spec="threads") == ref  # chunks of 24, read across analysis chunks
+
+
+def test_same_bytes_on_a_distributed_cluster(capsys, stores, two_analysis_chunks):
+    distributed = pytest.importorskip("distributed")
+    a, _ = stores
+    ref = _doc(capsys, a, scheduler_spec="threads")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster:
+        assert _doc(capsys, a, scheduler_spec=cluster.scheduler_address) == ref
+
+
+def test_same_bytes_with_one_blas_thread(capsys, stores):
+    """A fresh process with OMP/OpenBLAS/MKL limited to one thread (as dask.distributed workers
+    run) writes the bytes this process writes with the machine's default thread counts."""
+    a, _ = stores
+    ref = _doc(capsys, a, scheduler_spec="threads")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    code = ("import sys; from depthtraj.analysis.cli import run_analyze; "
+            f"sys.exit(run_analyze([{a!r}], scheduler_spec='threads', **{ARGS!r}))")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert _normalised(r.stdout, a) == ref
