@@ -215,6 +215,8 @@ def test_clean_store_is_admitted_unchanged(base):
 #: Rules on arrays `analyze --sections 3,4` never reads (or, for DT-DATA-004, reads only in §6):
 #: a store breaking only these may be analysed.
 UNREAD_RULES = {"DT-DATA-004", "DT-DATA-010", "DT-DATA-011", "DT-DATA-012"}
+#: Arrays it never reads (their damaged chunks, DT-DATA-013, do not touch its numbers).
+UNREAD_ARRAYS = {"candidate_text", "candidate_label", "latent_step_norm", "exit_gate", "logsumexp"}
 
 
 def _chunk_files(path):
@@ -326,7 +328,8 @@ def test_fault_injection_never_crashes_nor_lies(tiny, tmp_path_factory):
             report = validate_store(path, level="data")
         except Exception:  # noqa: BLE001 - the validator may refuse what analyze refused; not here
             pytest.fail(f"{kind}: analyze accepted a store the validator cannot read")
-        bad = {f.rule for f in report.findings if f.severity == "error"} - UNREAD_RULES
+        bad = {f.rule for f in report.findings if f.severity == "error" and f.rule not in UNREAD_RULES
+               and f.path.split(".")[0].split("[")[0] not in UNREAD_ARRAYS}
         assert not bad, (kind, bad, [f.message for f in report.findings][:3])
         n_incomplete = doc["inputs"][0]["n_incomplete"]
         assert doc["analyses"][0]["n_questions"] == 24 - n_incomplete

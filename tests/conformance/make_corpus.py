@@ -725,6 +725,43 @@ def _(p):
     g["candidate_label"][...] = t
 
 
+@case("invalid", "struct_004_zero_chunk", "seed's chunk grid has chunk length 0.", ("DT-STRUCT-004",))
+def _(p):
+    _base(p)
+    meta = p / "seed" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["chunk_grid"]["configuration"]["chunk_shape"] = [0]
+    meta.write_text(json.dumps(doc, indent=2))
+
+
+@case("invalid", "struct_012_unreadable_metadata", "seed/zarr.json is not zarr v3 array metadata.", ("DT-STRUCT-012",))
+def _(p):
+    _base(p)
+    (p / "seed" / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "array"}))
+
+
+@case("invalid", "struct_012_corrupt_question_chunk", "The first chunk of 'question' is not a zstd frame.", ("DT-STRUCT-012",))
+def _(p):
+    _base(p)
+    (p / "question" / "c" / "0").write_bytes(b"not a zstd frame")
+
+
+@case("invalid", "data_013_corrupt_subject_chunk", "The second chunk of 'subject' is not a zstd frame.", ("DT-DATA-013",))
+def _(p):
+    _base(p)
+    (p / "subject" / "c" / "1").write_bytes(b"not a zstd frame")
+
+
+@case(
+    "invalid", "data_013_missing_score_chunk",
+    "score's first chunk file is deleted although its 2 questions are complete: it reads as NaN.",
+    ("DT-DATA-001", "DT-DATA-013"),
+)
+def _(p):
+    _base(p)
+    shutil.rmtree(p / "score" / "c" / "0")
+
+
 # -- driver -----------------------------------------------------------------------------------
 
 _NOT_CONSOLIDATED = {"struct_010_not_consolidated", "struct_010_stale"}

@@ -121,11 +121,13 @@ def missing_chunks(array, name: str, *, rows: np.ndarray | None = None) -> list[
     return out
 
 
-def undecodable_chunks(array, name: str, *, first_only: bool = False) -> list[ChunkProblem]:
+def undecodable_chunks(array, name: str, *, first_only: bool = False,
+                       questions: tuple[int, int] | None = None) -> list[ChunkProblem]:
     """Stored chunks of ``array`` that cannot be decoded to its shape and dtype, in grid order.
 
     Decodes one chunk at a time (memory bounded by one chunk); absent chunks are not read
-    (they are :func:`missing_chunks`' business). With ``first_only`` it stops at the first.
+    (they are :func:`missing_chunks`' business). With ``first_only`` it stops at the first;
+    with ``questions = (start, stop)`` it looks only at chunks covering some of those questions.
     """
     present = stored_chunks(array)
     shape, grid = chunk_grid(array)
@@ -133,13 +135,15 @@ def undecodable_chunks(array, name: str, *, first_only: bool = False) -> list[Ch
     for idx in itertools.product(*(range(g) for g in grid)):
         if present is not None and idx not in present:
             continue
+        q = _question_range(array, idx)
+        if questions is not None and q is not None and not (q[0] < questions[1] and q[1] > questions[0]):
+            continue
         sel = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(idx, shape, array.shape))
         try:
             array[sel]
         except Exception as exc:  # noqa: BLE001 - every codec raises its own type
             detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-            out.append(ChunkProblem(name, idx, _question_range(array, idx), "undecodable",
-                                    detail[:200]))
+            out.append(ChunkProblem(name, idx, q, "undecodable", detail[:200]))
             if first_only:
                 break
     return out

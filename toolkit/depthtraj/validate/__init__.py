@@ -95,9 +95,13 @@ def validate_store(
         ctx = Context(store=path, group=group, consolidated=consolidated, root_attrs=root_attrs)
         for name, member in sorted(members.items()):
             if isinstance(member, zarr.Array):
-                ctx.arrays[name] = ArrayInfo.of(name, member)
+                try:
+                    ctx.arrays[name] = ArrayInfo.of(name, member)
+                except Exception as exc:  # noqa: BLE001 - metadata zarr opened but we cannot read
+                    ctx.broken[name] = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
             else:
                 ctx.subgroups.append(name)
+        ctx.broken.update(_unreadable_members(group, set(members)))
 
         col = Collector()
         check_attrs(ctx, col)
@@ -109,6 +113,48 @@ def validate_store(
             check_data(ctx, col)
     return Report(store=path, format_version=ctx.format_version, level=level, findings=col.findings(),
                   counts=dict(col.counts))
+
+
+def _unreadable_members(group, listed: set[str]) -> dict[str, str]:
+    """Children of the root that have a ``zarr.json`` zarr could not read as a node (zarr skips
+    them silently when listing members): name -> the error, one line. Empty when the store
+    cannot list its keys (e.g. plain HTTP)."""
+    import json
+
+    import zarr
+    from zarr.core.sync import sync
+
+    store = group.store
+
+    async def _names():
+        return [k async for k in store.list_dir("")]
+
+    try:
+        names = sync(_names())
+    except Exception:  # noqa: BLE001 - a store that cannot list
+        return {}
+    out = {}
+    for name in sorted(n.rstrip("/") for n in names):
+        if name in listed or name in ("zarr.json", "") or "." in name[:1]:
+            continue
+        try:
+            raw = sync(store.get(f"{name}/zarr.json", prototype=zarr.core.buffer.default_buffer_prototype()))
+        except Exception:  # noqa: BLE001
+            raw = None
+        if raw is None:
+            continue
+        try:
+            zarr.open_array(store=store, path=name, mode="r", zarr_format=3)
+            continue
+        except Exception as exc:  # noqa: BLE001
+            why = f"{type(exc).__name__}: {exc}"
+        try:  # a group is not an array: leave it to the extension rule
+            if json.loads(raw.to_bytes()).get("node_type") == "group":
+                continue
+        except Exception:  # noqa: BLE001
+            pass
+        out[name] = " ".join(why.split())[:200]
+    return out
 
 
 __all__ = [

@@ -5,11 +5,13 @@ Reads only the root group's ``zarr.json``.
 
 from __future__ import annotations
 
+import functools
+from contextlib import contextmanager
 from typing import Any
 
 from ..models.v1 import ATTRS_KEY, FORMAT_MAJOR, FORMAT_VERSION, StoreAttrs
 from .context import SEMVER, Context
-from .report import Collector
+from .report import Collector, shown
 
 _PREFIX = f"attrs.{ATTRS_KEY}"
 _READER = tuple(int(x) for x in FORMAT_VERSION.split("."))
@@ -36,7 +38,8 @@ def check_attrs(ctx: Context, col: Collector) -> None:
         col.add("DT-ATTR-001", _PREFIX, msg)
         return
 
-    # DT-ATTR-002: the format version.
+    # DT-ATTR-002: the format version (compared as digit strings: a version number of any
+    # length is read, never converted to int).
     newer = False
     version = raw.get("format_version")
     m = SEMVER.match(version) if isinstance(version, str) else None
@@ -45,47 +48,163 @@ def check_attrs(ctx: Context, col: Collector) -> None:
     elif m is None:
         col.add(
             "DT-ATTR-002", f"{_PREFIX}.format_version",
-            f"format_version {version!r} is not a semantic version MAJOR.MINOR.PATCH",
+            f"format_version {shown(version)} is not a semantic version MAJOR.MINOR.PATCH",
         )
     else:
-        v = tuple(int(x) for x in m.groups())
-        if v[0] != FORMAT_MAJOR:
+        major, minor, patch = m.groups()
+        if major != str(FORMAT_MAJOR):
             col.add(
                 "DT-ATTR-002", f"{_PREFIX}.format_version",
-                f"format_version {version!r} has major version {v[0]}; this reader reads "
-                f"format {FORMAT_MAJOR}.x",
+                f"format_version {shown(version)} has major version {shown(major, bare=True)}; "
+                f"this reader reads format {FORMAT_MAJOR}.x",
             )
-        elif v > _READER:
+        elif _newer((minor, patch), _READER[1:]):
             newer = True
             col.add(
                 "DT-ATTR-002", f"{_PREFIX}.format_version",
-                f"format_version {version!r} is newer than this reader's {FORMAT_VERSION}; "
+                f"format_version {shown(version)} is newer than this reader's {FORMAT_VERSION}; "
                 f"validated as {FORMAT_VERSION} (unknown keys ignored)",
                 severity="warning",
                 hint="upgrade depthtraj to validate every rule of the newer version",
             )
 
-    # DT-ATTR-003: the v1 model, with the version itself left to DT-ATTR-002.
+    # DT-ATTR-003: the committed JSON Schema with its own semantics (types are strict: "16",
+    # true or 16.5 are not integers; date-time is RFC 3339 with an offset), then the rules of
+    # the v1 model the schema cannot state (unique names, readout kind vs normalization). The
+    # version itself is DT-ATTR-002's.
+    doc = {**raw, "format_version": FORMAT_VERSION}
+    too_deep = _deeper_than(doc, MAX_DEPTH)
+    if too_deep is not None:
+        col.add("DT-ATTR-003", _loc_path(too_deep), f"the attrs nest deeper than {MAX_DEPTH} levels")
+        return _software(raw, col)
+    with _big_ints():
+        schema_errors = list(_schema_errors(doc, newer))
+        for loc, msg in schema_errors:
+            col.add("DT-ATTR-003", _loc_path(loc), msg)
+        if not schema_errors:
+            _model_errors(doc, newer, col)
+    _software(raw, col)
+
+
+MAX_DEPTH = 64
+"""Attrs nested deeper than this are reported, not walked (the schema nests 3 levels)."""
+
+
+def _newer(a: tuple[str, str], b: tuple[int, ...]) -> bool:
+    """Digit strings ``a`` (no leading zeros) > ints ``b``, compared as numbers."""
+    for x, y in zip(a, b):
+        x, y = (len(x), x), (len(str(y)), str(y))
+        if x != y:
+            return x > y
+    return False
+
+
+def _deeper_than(obj, limit: int):
+    """The location of the first value nested deeper than ``limit`` levels, or None."""
+    stack = [(obj, ())]
+    while stack:
+        o, loc = stack.pop()
+        if len(loc) > limit:
+            return loc[:limit]
+        if isinstance(o, dict):
+            stack.extend((v, loc + (str(k),)) for k, v in o.items())
+        elif isinstance(o, list):
+            stack.extend((v, loc + (i,)) for i, v in enumerate(o))
+    return None
+
+
+@contextmanager
+def _big_ints():
+    """Let error messages show integers of any length (Python's int-to-text limit)."""
+    import sys
+
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+@functools.cache
+def _validator():
+    import jsonschema
+
+    from ..schema import attrs_schema
+
+    cls = jsonschema.Draft202012Validator
+    return cls(attrs_schema("v1"), format_checker=cls.FORMAT_CHECKER)
+
+
+def _schema_errors(doc: dict, newer: bool):
+    """``(loc, message)`` of every JSON Schema error (unknown keys skipped for a newer minor)."""
+    for err in sorted(_validator().iter_errors(doc), key=lambda e: [str(x) for x in e.absolute_path]):
+        if newer and err.validator == "additionalProperties":
+            continue
+        loc = tuple(err.absolute_path)
+        if err.validator == "required":
+            missing = err.message.split("'")[1] if "'" in err.message else err.message
+            yield loc + (missing,), f"required field {'.'.join(map(str, loc + (missing,)))!r} is missing"
+        elif err.validator == "additionalProperties":
+            yield loc, f"unknown keys are not allowed: {shown(err.message, bare=True, limit=120)}"
+        else:
+            yield loc, f"{_schema_message(err)} (got {shown(err.instance)})"
+
+
+def _schema_message(err) -> str:
+    kind = err.validator
+    if kind == "type":
+        return f"expected {err.validator_value if isinstance(err.validator_value, str) else ' or '.join(err.validator_value)}"
+    if kind == "format":
+        return f"expected a {err.validator_value} string" + (
+            " with a time-zone offset (RFC 3339)" if err.validator_value == "date-time" else "")
+    if kind in ("enum", "const"):
+        vals = err.validator_value if kind == "enum" else [err.validator_value]
+        return f"expected one of {', '.join(map(repr, vals))}"
+    if kind in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems"):
+        return f"{kind} is {err.validator_value}"
+    return kind
+
+
+def _model_errors(doc: dict, newer: bool, col: Collector) -> None:
+    """The v1 model's own rules on a document the schema accepts (unique names, readout kind
+    vs normalization, a zoned creation time)."""
     from pydantic import ValidationError
 
+    if newer:  # unknown keys of a newer minor are ignored
+        doc = _known_keys(doc, StoreAttrs)
     try:
-        StoreAttrs.model_validate({**raw, "format_version": FORMAT_VERSION})
+        StoreAttrs.model_validate(doc)
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
-            if newer and err.get("type") == "extra_forbidden":
-                continue
-            loc = tuple(err.get("loc", ()))
-            msg = err.get("msg", "invalid")
-            if err.get("type") == "missing":
-                msg = f"required field {'.'.join(map(str, loc))!r} is missing"
-            elif "input" in err and err["type"] != "extra_forbidden":
-                shown = repr(err["input"])
-                if len(shown) > 80:
-                    shown = shown[:77] + "..."
-                msg = f"{msg} (got {shown})"
-            col.add("DT-ATTR-003", _loc_path(loc), msg)
+            msg = str(err.get("msg", "invalid"))
+            col.add("DT-ATTR-003", _loc_path(tuple(err.get("loc", ()))), msg)
 
-    # DT-ATTR-004: software versions.
+
+def _known_keys(doc, model):
+    """``doc`` without the keys ``model`` (and its nested models) does not define."""
+    from pydantic import BaseModel
+
+    if not isinstance(doc, dict):
+        return doc
+    out = {}
+    for k, v in doc.items():
+        field = model.model_fields.get(k)
+        if field is None:
+            continue
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            v = _known_keys(v, sub)
+        elif getattr(sub, "__origin__", None) is list and isinstance(v, list):
+            (item,) = sub.__args__
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                v = [_known_keys(x, item) for x in v]
+        out[k] = v
+    return out
+
+
+def _software(raw: dict, col: Collector) -> None:
+    """DT-ATTR-004: software versions."""
     software = raw.get("software")
     if isinstance(software, dict):
         model = raw.get("model")

@@ -69,6 +69,8 @@ class Context:
     subgroups: list[str] = field(default_factory=list)
     ok: set[str] = field(default_factory=set)
     sizes: dict[str, int] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # name -> why its metadata cannot be read
+    _values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     # -- the attrs, read leniently (None where absent or of the wrong type) ---------------------
     @property
@@ -103,6 +105,8 @@ class Context:
     @property
     def endpoint(self) -> int | None:
         e = self.attrs.get("endpoint")
+        if isinstance(e, float) and e.is_integer():  # JSON Schema's integer: 16.0 is 16
+            e = int(e)
         return e if isinstance(e, int) and not isinstance(e, bool) else None
 
     @property
@@ -128,8 +132,13 @@ class Context:
         return self.sizes.get(L.QUESTION)
 
     def values(self, name: str) -> np.ndarray:
-        """All values of a (small, 1-D) array."""
-        return np.asarray(self.arrays[name].array[...])
+        """All values of a (small, 1-D) array (read once, then cached).
+
+        Raises whatever zarr raises when a chunk cannot be decoded: the structure level reads
+        each coordinate once first and reports that (``DT-STRUCT-012``)."""
+        if name not in self._values:
+            self._values[name] = np.asarray(self.arrays[name].array[...])
+        return self._values[name]
 
     def labeller(self, dim: str):
         """A function index -> display value of ``dim`` for finding paths."""

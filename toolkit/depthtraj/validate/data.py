@@ -44,20 +44,40 @@ def _g(x) -> str:
 
 
 class _Chunk:
-    """The complete questions of one chunk and how to name their cells."""
+    """The complete questions of one chunk, the arrays read for them, and how to name cells.
+
+    :meth:`load` reads every sound array once for the chunk's questions; an array whose chunk
+    cannot be decoded is reported (``DT-DATA-013``, naming the stored chunk) and left out of
+    :attr:`ok` for this chunk, so no rule reads it."""
 
     def __init__(self, ctx: Context, labels: dict[str, Callable[[int], str]], start: int, stop: int):
         self.ctx, self.labels, self.start, self.stop = ctx, labels, start, stop
         self.sel = np.arange(stop - start)
         self.K: np.ndarray | None = None
+        self.ok: set[str] = set(ctx.ok)
+        self._raw: dict[str, np.ndarray] = {}
+
+    def load(self, col: Collector, names) -> None:
+        """Read ``names`` (those in :attr:`ok`) for this chunk; report undecodable chunks."""
+        for name in names:
+            if name not in self.ok or name in self._raw:
+                continue
+            try:
+                self._raw[name] = _read(self.ctx, name, self.start, self.stop)
+            except Exception as exc:  # noqa: BLE001 - every codec raises its own type
+                self.ok.discard(name)
+                _undecodable(self.ctx, col, name, self.start, self.stop, exc)
 
     def id_of(self, i: int) -> str:
         """The id of question ``start + i`` (read only when a finding names it; its index when
         the ``question`` coordinate cannot be read)."""
         q = self.start + int(i)
         if L.QUESTION in self.ctx.ok:
-            return str(np.asarray(self.ctx.arrays[L.QUESTION].array[q : q + 1])[0])
-        return str(q)
+            try:
+                return str(np.asarray(self.ctx.arrays[L.QUESTION].array[q : q + 1])[0])
+            except Exception:  # noqa: BLE001 - an undecodable id chunk: DT-STRUCT-012 reports it
+                pass
+        return f"#{q}"
 
     def keep(self, mask: np.ndarray) -> None:
         self.sel = self.sel[mask]
@@ -65,7 +85,9 @@ class _Chunk:
             self.K = self.K[mask]
 
     def read(self, name: str) -> np.ndarray:
-        return _read(self.ctx, name, self.start, self.stop)[self.sel]
+        if name not in self._raw:
+            self._raw[name] = _read(self.ctx, name, self.start, self.stop)
+        return self._raw[name][self.sel]
 
     def path(self, var: str, dims: tuple[str, ...] | None = None):
         dims = dims or L.VARIABLES.get(var, L.COORDS.get(var)).dims
@@ -91,16 +113,22 @@ def check_data(ctx: Context, col: Collector) -> None:
     step = ctx.question_chunk()
     incomplete: list[str] = []
     n_incomplete = 0
+    _missing(ctx, col)
+    per_question = [name for name in sorted(ctx.ok) if ctx.arrays[name].dims
+                    and ctx.arrays[name].dims[0] == L.QUESTION and name not in (L.QUESTION, "complete")]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for start in range(0, n, step):
             ch = _Chunk(ctx, labels, start, min(n, start + step))
-            if "complete" in ctx.ok:
-                done = _read(ctx, "complete", ch.start, ch.stop).astype(bool)
+            ch.load(col, ("complete",))
+            if "complete" in ch.ok:
+                done = ch.read("complete").astype(bool)
                 n_incomplete += int((~done).sum())
                 if len(incomplete) < 10:
                     incomplete += [ch.id_of(i) for i in np.flatnonzero(~done)[: 10 - len(incomplete)]]
                 ch.keep(done)
+            ch.load(col, [name for name in per_question if name in ("n_candidates", "label", "arrangement_order")])
             if ch.sel.size:
+                ch.load(col, per_question)
                 _check_chunk(ctx, col, ch)
     if n_incomplete:
         col.add(
@@ -110,8 +138,44 @@ def check_data(ctx: Context, col: Collector) -> None:
         )
 
 
+def _undecodable(ctx: Context, col: Collector, name: str, start: int, stop: int, exc: BaseException) -> None:
+    """DT-DATA-013 for the stored chunk(s) of ``name`` behind a failed read of questions
+    ``start:stop`` (found by decoding them one by one)."""
+    from ..chunks import undecodable_chunks
+
+    arr = ctx.arrays[name].array
+    bad = undecodable_chunks(arr, name, questions=(start, stop))
+    if not bad:
+        col.add("DT-DATA-013", f"{name}[q={start}..{stop - 1}]",
+                f"questions {start}..{stop - 1} of {name!r} cannot be read ({type(exc).__name__}: {exc})")
+        return
+    for b in bad:
+        col.add("DT-DATA-013", f"{name}.chunks[{', '.join(map(str, b.chunk))}]",
+                f"{b.where()} cannot be decoded ({b.detail})")
+
+
+def _missing(ctx: Context, col: Collector) -> None:
+    """DT-DATA-013: chunks of data variables absent from the store under complete questions
+    (a reader would see their fill value)."""
+    from ..chunks import missing_chunks
+
+    if "complete" not in ctx.ok:
+        return
+    try:
+        done = np.asarray(ctx.arrays["complete"].array[...], dtype=bool)
+    except Exception:  # noqa: BLE001 - reported chunk by chunk by check_data
+        return
+    for name in L.DATA_VARIABLES:
+        if name not in ctx.ok:
+            continue
+        for b in missing_chunks(ctx.arrays[name].array, name, rows=done):
+            col.add("DT-DATA-013", f"{name}.chunks[{', '.join(map(str, b.chunk))}]",
+                    f"{b.where()} is missing from the store although its questions are complete "
+                    "(it reads as the fill value)")
+
+
 def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
-    ok, kind = ctx.ok, ctx.kind
+    ok, kind = ch.ok, ctx.kind
     ksize = ctx.sizes.get(L.CANDIDATE)
 
     # DT-DATA-005: n_candidates.

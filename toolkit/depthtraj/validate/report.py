@@ -41,6 +41,12 @@ from .rules import RULE_ORDER, RULES, Severity
 CELL_LIMIT = 10
 
 
+def printable(text: Any) -> str:
+    """``text`` as a string any UTF-8 stream can print: lone surrogates (a JSON escape such as
+    ``"\\ud800"`` in attrs, an undecodable byte in a path) become their ``\\udXXX`` escape."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class Finding:
     """One broken rule at one place: ``rule`` id, ``severity``, ``path``, ``message``, ``hint``."""
@@ -97,8 +103,8 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON object (see the module docstring)."""
         return {
-            "store": self.store,
-            "format_version": self.format_version,
+            "store": printable(self.store),
+            "format_version": None if self.format_version is None else printable(self.format_version),
             "level": self.level,
             "findings": [f.to_dict() for f in self.findings],
             "summary": {"errors": self.errors, "warnings": self.warnings},
@@ -130,9 +136,9 @@ def render_text(report: Report, *, file: IO[str] | None = None, color: bool | No
         file=out, highlight=False, soft_wrap=True, force_terminal=color, no_color=color is False,
         emoji=False,
     )
-    version = report.format_version if report.format_version is not None else "unknown"
+    version = printable(report.format_version) if report.format_version is not None else "unknown"
     console.print(Text.assemble(
-        ("depthtraj validate ", "bold"), (report.store, "bold"),
+        ("depthtraj validate ", "bold"), (printable(report.store), "bold"),
         f"  (format {version}, level {report.level})",
     ))
     for f in report.findings:
@@ -145,6 +151,15 @@ def render_text(report: Report, *, file: IO[str] | None = None, color: bool | No
         console.print(Text("ok: no findings", style="green"))
     else:
         console.print(Text(f"{_plural(report.errors, 'error')}, {_plural(report.warnings, 'warning')}"))
+
+
+def shown(value, *, bare: bool = False, limit: int = 80) -> str:
+    """``repr(value)`` (or ``str`` with ``bare``) cut to ``limit`` characters, never converting
+    a huge int to text."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of {value.bit_length()} bits>"
+    text = str(value) if bare else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # -- collecting findings --------------------------------------------------------------------
@@ -184,6 +199,8 @@ class Collector:
     ) -> None:
         """Record one finding (severity and hint default to the rule's)."""
         r = RULES[rule]
+        path, message = printable(path), printable(message)
+        hint = None if hint is None else printable(hint)
         if not group:  # cell findings are counted by `limited`
             self.counts[rule] = self.counts.get(rule, 0) + 1
         f = Finding(rule, severity or r.severity, path, message, r.hint if hint is None else hint)
@@ -243,11 +260,11 @@ class Collector:
 
 def format_ids(ids: Sequence[str], total: int | None = None, limit: int = CELL_LIMIT) -> str:
     """``'a', 'b', 'c'`` (and ``... N more``) for messages."""
-    shown = ", ".join(repr(str(i)) for i in list(ids)[:limit])
+    text = ", ".join(repr(str(i)) for i in list(ids)[:limit])
     total = len(ids) if total is None else total
     if total > limit:
-        shown += f", ... ({total - limit} more)"
-    return shown
+        text += f", ... ({total - limit} more)"
+    return text
 
 
-__all__ = ["CELL_LIMIT", "Collector", "Finding", "Report", "render_json", "render_text"]
+__all__ = ["CELL_LIMIT", "Collector", "Finding", "Report", "printable", "render_json", "shown", "render_text"]

@@ -105,7 +105,7 @@ _RULES: list[Rule] = [
     Rule(
         "DT-STRUCT-004", "error", "structure", "4.2",
         "Arrays with a `question` dim MUST be chunked along `question` only (every other dim "
-        "whole in one chunk).",
+        "whole in one chunk); every chunk length MUST be at least 1.",
         "rechunk so that each chunk holds whole rows of questions",
     ),
     Rule(
@@ -146,6 +146,13 @@ _RULES: list[Rule] = [
         "DT-STRUCT-011", "warning", "structure", "4.2",
         "All arrays with a `question` dim SHOULD share one chunk size along `question`.",
         "rechunk every question-dim array to the same question chunk size",
+    ),
+    Rule(
+        "DT-STRUCT-012", "error", "structure", "4.2",
+        "Every array's metadata MUST parse as zarr v3 array metadata, and every chunk of the "
+        "1-D coordinates (read at this level) MUST decode to the array's data type and shape.",
+        "rewrite the array (its zarr.json or the named chunk) from the collection; a store "
+        "written by TrajectoryWriter is whole unless a file was damaged",
     ),
     # -- data ----------------------------------------------------------------------------------
     Rule(
@@ -221,6 +228,15 @@ _RULES: list[Rule] = [
         "`candidate_text` and `candidate_label` MUST be non-empty where the candidate exists and "
         "'' past n_candidates.",
         "write each real candidate's text and label, and '' for padding",
+    ),
+    Rule(
+        "DT-DATA-013", "error", "data", "4.2",
+        "Every stored chunk of every array MUST decode to the array's data type and chunk "
+        "shape, and every chunk of a data variable (`score`, `logprob_*`, `n_tokens`, "
+        "`logsumexp`, `latent_step_norm`, `exit_gate`) that covers a complete question MUST be "
+        "stored (an absent chunk reads as the fill value).",
+        "rerun the collection of the named chunk's questions (depthtraj collect --resume after "
+        "marking them incomplete), or restore the file from a copy",
     ),
 ]
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import layout as L
 from .context import TYPES_BY_KIND, Context
-from .report import Collector, format_ids
+from .report import Collector, format_ids, shown
 
 _INDEX_DIMS = (L.QUESTION, L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION, L.POSITION)
 
@@ -56,6 +56,8 @@ def check_structure(ctx: Context, col: Collector) -> None:
     # DT-STRUCT-001: coordinates.
     for name, spec in L.COORDS.items():
         info = arrays.get(name)
+        if info is None and name in ctx.broken:
+            continue  # present but unreadable: DT-STRUCT-012 says why
         if info is None:
             col.add("DT-STRUCT-001", name, f"coordinate {name!r} {_fmt_dims(spec.dims)} is missing")
         elif info.dims != spec.dims:
@@ -71,6 +73,8 @@ def check_structure(ctx: Context, col: Collector) -> None:
     required = L.REQUIRED_BY_KIND[kind]
     for name, spec in L.VARIABLES.items():
         info = arrays.get(name)
+        if info is None and name in ctx.broken:
+            continue  # present but unreadable: DT-STRUCT-012 says why
         if info is None:
             if name in required:
                 col.add(
@@ -101,9 +105,18 @@ def check_structure(ctx: Context, col: Collector) -> None:
             f"{name!r} has {what} {info.data_type!r}; expected {_expected_types(spec.kind)}",
         )
 
+    # DT-STRUCT-012: metadata that zarr could not read (the array is then absent from `arrays`).
+    for name, why in sorted(ctx.broken.items()):
+        col.add("DT-STRUCT-012", f"{name}/zarr.json",
+                f"the metadata of {name!r} cannot be read as a zarr v3 array ({why})")
+
     # DT-STRUCT-004 / 011: chunking.
     qchunks: dict[str, int] = {}
     for name, info in arrays.items():
+        if any(c < 1 for c in info.chunks):
+            col.add("DT-STRUCT-004", f"{name}.chunks",
+                    f"{name!r} has chunk shape {info.chunks}: every chunk length must be at least 1")
+            continue
         if not info.dims or L.QUESTION not in info.dims or len(info.dims) != len(info.shape):
             continue
         qi = info.dims.index(L.QUESTION)
@@ -150,8 +163,24 @@ def check_structure(ctx: Context, col: Collector) -> None:
             )
         else:
             size_ok.add(name)
-    ctx.ok = dims_ok & type_ok & size_ok
+    chunk_ok = {n for n, info in arrays.items() if all(c >= 1 for c in info.chunks)}
+    ctx.ok = dims_ok & type_ok & size_ok & chunk_ok
     ok = ctx.ok
+
+    # DT-STRUCT-012: the coordinates this level reads must decode (read once here, cached).
+    for name in (L.QUESTION, "task", "n_candidates", *_INDEX_DIMS[1:]):
+        if name not in ok:
+            continue
+        try:
+            ctx.values(name)
+        except Exception as exc:  # noqa: BLE001 - every codec raises its own type
+            from ..chunks import undecodable_chunks
+
+            bad = undecodable_chunks(ctx.arrays[name].array, name, first_only=True)
+            where = bad[0].where() if bad else f"array {name!r}"
+            detail = bad[0].detail if bad else f"{type(exc).__name__}: {exc}"
+            col.add("DT-STRUCT-012", f"{name}.chunks", f"{where} cannot be decoded ({detail})")
+            ok.discard(name)
 
     if "n_candidates" in ok and ctx.n_questions:
         kmax = int(ctx.values("n_candidates").max())
@@ -181,7 +210,7 @@ def check_structure(ctx: Context, col: Collector) -> None:
     if depth is not None and depth.size and ctx.endpoint is not None and int(depth[-1]) != ctx.endpoint:
         col.add(
             "DT-STRUCT-005", L.DEPTH,
-            f"the last depth is {int(depth[-1])} but attrs.depthtraj.endpoint is {ctx.endpoint}",
+            f"the last depth is {int(depth[-1])} but attrs.depthtraj.endpoint is {shown(ctx.endpoint, bare=True)}",
         )
 
     # DT-STRUCT-006: depth values.
