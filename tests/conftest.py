@@ -1,30 +1,89 @@
-"""Shared fixtures: paths into ../shared (skipped cleanly when absent) and a tiny raven checkpoint."""
+"""Shared fixtures and the rule that keeps the suite honest on a fresh clone.
+
+Core tests run from what the package ships: the real Huginn and Ouro tokenizers
+(``depthtraj_adapters.tiny``), the real ARC-Challenge and MMLU sample (``toolkit/depthtraj/data``)
+and tiny random-weight checkpoints built from them. Only tests that need the full staged data
+in ``../shared/data`` (the whole ARC/MMLU files, the staged tokenizer to compare the shipped one
+with) may skip, and they carry ``@pytest.mark.shared_data``; a skip anywhere else fails the run
+(:func:`pytest_sessionfinish`), so a missing dependency or fixture cannot hide a core path.
+``DEPTHTRAJ_SHARED=/nonexistent`` simulates a checkout without ``../shared``.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = (ROOT / ".." / "shared").resolve()
+DATA = ROOT / "toolkit" / "depthtraj" / "data"
+ARC_SAMPLE = DATA / "arc_challenge_sample.jsonl"
+MMLU_SAMPLE = DATA / "mmlu_sample"
+
+
+def shared_dir() -> Path:
+    """``../shared`` beside the checkout, or ``$DEPTHTRAJ_SHARED`` (the one place tests look)."""
+    return Path(os.environ.get("DEPTHTRAJ_SHARED") or (ROOT / ".." / "shared")).resolve()
+
+
+def pytest_configure(config):
+    config._depthtraj_core_skips = []  # the marker `shared_data` is registered in pyproject.toml
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.get_closest_marker("shared_data") is None:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        item.config._depthtraj_core_skips.append(f"{item.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    skips = getattr(session.config, "_depthtraj_core_skips", [])
+    if skips and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"{len(skips)} core test(s) skipped; only @pytest.mark.shared_data tests may skip:",
+                 *(f"  {s}" for s in skips[:20])]
+        if tr is not None:
+            tr.write_line("\n".join(lines), red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` beside the checkout; skips when it is absent."""
-    data = SHARED / "data"
+    """``../shared/data`` (the full staged data); skips when it is absent. A test using it must
+    be marked ``@pytest.mark.shared_data``, or its skip fails the run."""
+    data = shared_dir() / "data"
     if not data.is_dir():
         pytest.skip(f"{data} is absent (the staged benchmark data lives beside the checkout)")
     return data
 
 
 @pytest.fixture(scope="session")
-def tiny_huginn(tmp_path_factory, shared_data) -> Path:
+def arc_sample() -> Path:
+    """The shipped sample of 21 real ARC-Challenge test questions (K = 3, 4 and 5)."""
+    return ARC_SAMPLE
+
+
+@pytest.fixture(scope="session")
+def mmlu_sample() -> Path:
+    """The shipped sample of real MMLU test questions (three subjects, seven each)."""
+    return MMLU_SAMPLE
+
+
+@pytest.fixture(scope="session")
+def huginn_tokenizer_dir() -> Path:
+    """The real Huginn-0125 tokenizer files, as the package ships them."""
+    from depthtraj_adapters.tiny import HUGINN_TOKENIZER
+
+    return Path(HUGINN_TOKENIZER)
+
+
+@pytest.fixture(scope="session")
+def tiny_huginn(tmp_path_factory, huginn_tokenizer_dir) -> Path:
     """A tiny random-weight raven checkpoint with the real Huginn tokenizer, built once."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
     from depthtraj_adapters.tiny import build_tiny_raven
 
-    tok = shared_data / "tokenizers" / "huginn-0125"
-    return build_tiny_raven(tmp_path_factory.mktemp("ckpt") / "tiny-huginn", tok)
+    return build_tiny_raven(tmp_path_factory.mktemp("ckpt") / "tiny-huginn", huginn_tokenizer_dir)

@@ -41,6 +41,7 @@ def test_version():
     assert r.exit_code == 0 and __version__ in r.output and FORMAT_VERSION in r.output
 
 
+@pytest.mark.shared_data
 def test_shipped_tokenizer_is_the_real_one(shared_data):
     from depthtraj_adapters.tiny import HUGINN_TOKENIZER
 
@@ -50,6 +51,7 @@ def test_shipped_tokenizer_is_the_real_one(shared_data):
         assert shipped == staged, name
 
 
+@pytest.mark.shared_data
 def test_shipped_sample_is_real_data(shared_data):
     from depthtraj.demo import sample_sources
     from depthtraj.tasks import load_task

@@ -56,12 +56,12 @@ def _shard_done(out, i, n=4):
     return int(zarr.open_group(str(out), mode="r")["complete"][i - 1 :: n].sum())
 
 
-def test_four_concurrent_shards_one_killed_and_resumed(tiny_huginn, shared_data, tmp_path):
+def test_four_concurrent_shards_one_killed_and_resumed(tiny_huginn, arc_sample, tmp_path):
     from depthtraj.collect import Source, collect
     from depthtraj.store import open_store
     from depthtraj.validate import validate_store
 
-    data = shared_data / "arc_challenge" / "test.jsonl"
+    data = arc_sample
     out = tmp_path / "sharded.zarr"
     run = dict(env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     procs = {1: subprocess.Popen([sys.executable, "-c", KILLED_SHARD, str(tiny_huginn), str(data), str(out)], **run)}

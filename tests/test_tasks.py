@@ -8,6 +8,22 @@ import pytest
 from depthtraj.tasks import TaskError, load_task, render_label_prompt
 
 
+def test_arc_shipped_sample(arc_sample):
+    # the first 21 questions of the real test split, with 3-, 4- and 5-choice and numeric labels
+    qs = load_task("arc_challenge", arc_sample)
+    assert len(qs) == 21 and {len(q.choices) for q in qs} == {3, 4, 5}
+    numeric = [q for q in qs if q.choice_labels[0] == "1"]
+    assert numeric and all(0 <= q.answer < len(q.choices) for q in numeric)
+    assert qs[0].id == "Mercury_7175875" and qs[0].answer == 2  # answerKey "C"
+
+
+def test_mmlu_shipped_sample(mmlu_sample):
+    qs = load_task("mmlu", mmlu_sample)
+    assert len(qs) == 21 and len({q.subject for q in qs}) == 3
+    assert all(len(q.choices) == 4 and 0 <= q.answer < 4 for q in qs)
+
+
+@pytest.mark.shared_data
 def test_arc_real_file(shared_data):
     qs = load_task("arc_challenge", shared_data / "arc_challenge" / "test.jsonl")
     assert len(qs) == 1172  # shared/data/README.md
@@ -19,6 +35,7 @@ def test_arc_real_file(shared_data):
     assert q.id == "Mercury_7175875" and q.answer == 2  # answerKey "C"
 
 
+@pytest.mark.shared_data
 def test_mmlu_real_dir(shared_data):
     qs = load_task("mmlu", shared_data / "mmlu" / "test")
     assert len(qs) == 14042  # shared/data/README.md
@@ -28,20 +45,26 @@ def test_mmlu_real_dir(shared_data):
     assert all(len(q.choices) == 4 for q in qs)
 
 
-def test_mmlu_single_file_and_limit(shared_data):
+def test_mmlu_single_file_and_limit(mmlu_sample):
+    qs = load_task("mmlu", mmlu_sample / "world_religions_test.csv", limit=3)
+    assert [q.id for q in qs] == ["world_religions/test/0", "world_religions/test/1", "world_religions/test/2"]
+
+
+@pytest.mark.shared_data
+def test_mmlu_staged_dev_file(shared_data):
     qs = load_task("mmlu", shared_data / "mmlu" / "dev" / "anatomy_dev.csv", limit=3)
     assert [q.id for q in qs] == ["anatomy/dev/0", "anatomy/dev/1", "anatomy/dev/2"]
 
 
-def test_prompts_follow_lm_eval_conventions(shared_data):
-    arc = load_task("arc_challenge", shared_data / "arc_challenge" / "test.jsonl", limit=1)[0]
+def test_prompts_follow_lm_eval_conventions(arc_sample, mmlu_sample):
+    arc = load_task("arc_challenge", arc_sample, limit=1)[0]
     text = render_label_prompt(arc)
     assert text.startswith("Question: An astronomer")
     assert "\nA. Planetary density will decrease.\n" in text and text.endswith("\nAnswer:")
-    mm = load_task("mmlu", shared_data / "mmlu" / "test" / "anatomy_test.csv", limit=1)[0]
+    mm = load_task("mmlu", mmlu_sample / "high_school_physics_test.csv", limit=1)[0]
     text = render_label_prompt(mm)
-    assert text.startswith("The following are multiple choice questions (with answers) about anatomy.\n\n")
-    assert text.endswith("\nD. paralysis of the facial muscles, loss of taste, lacrimation and decreased salivation.\nAnswer:")
+    assert text.startswith("The following are multiple choice questions (with answers) about high school physics.\n\n")
+    assert text.endswith(f"\nD. {mm.choices[3]}\nAnswer:") and f"\nA. {mm.choices[0]}\n" in text
 
 
 def test_arrangement_order_in_prompt():
@@ -102,17 +125,17 @@ def test_arc_line_separator_inside_a_string(tmp_path):
 
 
 # -- answer-text prompts and arrangements ------------------------------------------------------
-def test_text_prompts_follow_lm_eval_conventions(shared_data):
+def test_text_prompts_follow_lm_eval_conventions(arc_sample, mmlu_sample):
     from depthtraj.tasks import continuation_text, render_text_prompt
 
-    arc = load_task("arc_challenge", shared_data / "arc_challenge" / "test.jsonl", limit=1)[0]
+    arc = load_task("arc_challenge", arc_sample, limit=1)[0]
     f2 = render_text_prompt(arc, options=False)  # lm-eval arc_challenge: "Question: {q}\nAnswer:"
     assert f2 == f"Question: {arc.stem.strip()}\nAnswer:"
     assert render_text_prompt(arc, [1, 0, 2, 3], options=True) == render_label_prompt(arc, [1, 0, 2, 3])
     assert continuation_text(arc, 2) == " " + arc.choices[2]
-    mm = load_task("mmlu", shared_data / "mmlu" / "test" / "anatomy_test.csv", limit=1)[0]
+    mm = load_task("mmlu", mmlu_sample / "world_religions_test.csv", limit=1)[0]
     f2 = render_text_prompt(mm, options=False)
-    assert f2.startswith("The following are questions (with answers) about anatomy.\n\nQuestion: ")
+    assert f2.startswith("The following are questions (with answers) about world religions.\n\nQuestion: ")
     assert f2.endswith("\nAnswer:") and "\nA. " not in f2
     with pytest.raises(ValueError, match="options"):
         render_text_prompt(arc, [0, 1, 2, 3], options=False)

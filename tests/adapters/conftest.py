@@ -1,5 +1,6 @@
-"""Fixtures for the adapter tests: a tiny random-weight raven checkpoint, built once per session
-with the real Huginn tokenizer (from ``../shared/data``), and an adapter loaded from it."""
+"""Fixtures for the adapter tests: a tiny random-weight raven checkpoint with the real Huginn
+tokenizer the package ships (``tests/conftest.py``: ``huginn_tokenizer_dir``), built once per
+session, and an adapter loaded from it."""
 
 from __future__ import annotations
 
@@ -7,27 +8,12 @@ from pathlib import Path
 
 import pytest
 
-HUGINN_TOKENIZER = (
-    Path(__file__).resolve().parents[2] / "../shared/data/tokenizers/huginn-0125"
-).resolve()
-
 
 @pytest.fixture(scope="session")
-def huginn_tokenizer_dir() -> Path:
-    """The real Huginn-0125 tokenizer files; skips when the shared data is absent."""
-    if not (HUGINN_TOKENIZER / "tokenizer.json").is_file():
-        pytest.skip(f"Huginn tokenizer not found at {HUGINN_TOKENIZER} (../shared/data absent)")
-    return HUGINN_TOKENIZER
-
-
-@pytest.fixture(scope="session")
-def tiny_raven_dir(tmp_path_factory: pytest.TempPathFactory, huginn_tokenizer_dir: Path) -> Path:
-    """A saved tiny raven checkpoint (n_embd 64, 4 heads, 2+2+2 layers, vocab 65536)."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from depthtraj_adapters.tiny import build_tiny_raven
-
-    return build_tiny_raven(tmp_path_factory.mktemp("ckpt") / "tiny-raven", huginn_tokenizer_dir)
+def tiny_raven_dir(tiny_huginn: Path) -> Path:
+    """A saved tiny raven checkpoint (n_embd 64, 4 heads, 2+2+2 layers, vocab 65536): the
+    session's ``tiny_huginn``."""
+    return tiny_huginn
 
 
 @pytest.fixture(scope="session")

@@ -18,14 +18,13 @@ pytest.importorskip("transformers")
 
 from depthtraj.adapter import LabelReadout, load_adapter_class  # noqa: E402
 from depthtraj.models.v1 import STANDARD_ARMS  # noqa: E402
-from depthtraj.tasks import LETTERS, Question, load_arc, render_label_prompt  # noqa: E402
+from depthtraj.tasks import LETTERS, load_arc, render_label_prompt  # noqa: E402
 from depthtraj_adapters.ouro import OuroAdapter  # noqa: E402
 
 pytestmark = pytest.mark.models
 
 T = 6  # beyond the config's total_ut_steps = 4: the readout must follow any step count
 FP32 = STANDARD_ARMS["fp32"]
-ARC_TEST = Path(__file__).resolve().parents[2] / "../shared/data/arc_challenge/test.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -40,39 +39,11 @@ def ouro(tiny_ouro_dir: Path) -> OuroAdapter:
     return OuroAdapter.load(tiny_ouro_dir, device="cpu", arms=list(STANDARD_ARMS.values()))
 
 
-# Used when ../shared/data is absent: ARC-style prompts of three different lengths.
-FALLBACK_PROMPTS = (
-    ("Which gas do plants absorb?", ("oxygen", "carbon dioxide", "helium")),
-    (
-        "Which property of a mineral can be determined just by looking at it?",
-        ("luster", "mass", "weight", "hardness"),
-    ),
-    (
-        "A student drops a ball from a height of two meters and records how long it takes to "
-        "hit the floor. She repeats this five times. Why does she repeat the measurement?",
-        (
-            "to change the result",
-            "to reduce the effect of errors",
-            "to make the ball fall faster",
-            "to measure a different variable",
-            "to use up the time",
-        ),
-    ),
-)
-
-
 @pytest.fixture(scope="session")
-def arc_items(ouro: OuroAdapter) -> list[tuple[list[int], list[int]]]:
-    """Three ARC-Challenge test prompts of different token lengths (the shortest, median and
-    longest of the first 20; :data:`FALLBACK_PROMPTS` when ../shared/data is absent), each with
-    its label token ids (`` A``, `` B``, ...)."""
-    if ARC_TEST.resolve().is_file():
-        questions = load_arc(ARC_TEST.resolve())[:20]
-    else:
-        questions = [
-            Question(f"q{i}", "arc_challenge", "", stem, choices, tuple(LETTERS[: len(choices)]), 0)
-            for i, (stem, choices) in enumerate(FALLBACK_PROMPTS)
-        ]
+def arc_items(ouro: OuroAdapter, arc_sample: Path) -> list[tuple[list[int], list[int]]]:
+    """The first 20 real ARC-Challenge test prompts of the shipped sample (K = 3, 4, 5), each
+    with its label token ids (`` A``, `` B``, ...)."""
+    questions = load_arc(arc_sample)[:20]
     items = []
     for q in questions:
         prompt = ouro.tokenizer(render_label_prompt(q)).input_ids

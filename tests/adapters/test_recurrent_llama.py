@@ -43,13 +43,11 @@ def adapter(tiny_dir: Path) -> RecurrentLlamaAdapter:
 
 
 @pytest.fixture(scope="module")
-def arc(shared_data: Path, adapter: RecurrentLlamaAdapter) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, label ids) of three real ARC-Challenge questions of different lengths."""
-    path = shared_data / "arc_challenge" / "test.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
+def arc(arc_sample: Path, adapter: RecurrentLlamaAdapter) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, label ids) of three real ARC-Challenge questions of different lengths (the
+    shipped sample)."""
     by_length: dict[int, tuple[list[int], list[int]]] = {}
-    for q in load_arc(path)[:12]:
+    for q in load_arc(arc_sample)[:12]:
         ids = adapter.tokenizer(render_label_prompt(q)).input_ids
         labels = [_label(adapter, c) for c in LETTERS[: len(q.choices)]]
         by_length.setdefault(len(ids), (ids, labels))

@@ -403,6 +403,16 @@ def collect(
     if shard is not None and remote:
         raise CollectError("--shard needs a local --out directory (atomic store creation)")
     exists = Path(out).exists() if not remote else False
+    if exists and not Path(out).is_dir():
+        raise CollectError(f"--out {out}: is a file; a store is a directory")
+    if not remote and not exists:
+        import os
+
+        parent = Path(out).resolve().parent
+        if not parent.is_dir():
+            raise CollectError(f"--out {out}: the directory {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise CollectError(f"--out {out}: cannot create it in {parent} (permission denied)")
     if exists and not resume:
         if shard is None:
             raise CollectError(f"{out}: already exists; pass --resume to continue it, or choose another --out")
@@ -421,8 +431,7 @@ def collect(
             adapter_cls = load_adapter_class(adapter)
         except KeyError as exc:
             raise CollectError(exc.args[0]) from None
-    if "://" not in str(model) and not Path(model).exists() and not _looks_like_hub_id(str(model)):
-        raise CollectError(f"{model}: no such model directory")
+    model = check_model(model, log=log)
     if device.startswith("cuda"):
         import torch
 
@@ -498,6 +507,8 @@ def collect(
             )
     except StoreError as exc:
         raise CollectError(str(exc)) from None
+    except OSError as exc:
+        raise CollectError(f"--out {out}: cannot create the store ({exc.strerror or exc})") from None
 
     mine = _shard_chunks(writer.chunks(), shard)
     complete = writer.complete()
@@ -646,7 +657,113 @@ def _guess_split(path) -> str | None:
 
 def _looks_like_hub_id(s: str) -> bool:
     parts = s.split("/")
-    return len(parts) == 2 and all(parts) and not s.startswith((".", "/"))
+    return len(parts) == 2 and all(parts) and not s.startswith((".", "/", "~"))
+
+
+#: Seconds the hub reachability probe may take (DNS and TCP connect together).
+HUB_PROBE_TIMEOUT = 0.8
+
+
+def _truthy(name: str) -> bool:
+    import os
+
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """Whether the Hugging Face hub (``$HF_ENDPOINT``, default huggingface.co) answers a TCP
+    connect within ``timeout`` seconds; False at once under ``HF_HUB_OFFLINE`` /
+    ``TRANSFORMERS_OFFLINE``. DNS and connect run in a daemon thread, so a resolver that hangs
+    cannot hold the caller longer than ``timeout``."""
+    import os
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    if _truthy("HF_HUB_OFFLINE") or _truthy("TRANSFORMERS_OFFLINE"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    ok = []
+
+    def probe():
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                ok.append(True)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(ok)
+
+
+def _cached_on_hub(repo_id: str) -> bool:
+    """Whether the local Hugging Face cache holds ``repo_id``'s config.json (no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an invalid repo id, an unreadable cache
+        return False
+
+
+def check_model(model: str | Path, *, log: Callable[[str], None] | None = None) -> str:
+    """Fail in well under a second on a ``--model`` that cannot be loaded, before anything is
+    written; return the model argument for ``from_pretrained``.
+
+    * An existing directory must hold a ``config.json`` (a file is refused).
+    * A path that looks local — absolute, ``./``, ``../``, ``~``, more than one ``/``, or whose
+      first component is an existing directory (``depthtraj-demo/tiny-hugin``) — and does not
+      exist is refused, naming the closest sibling directory when one is close.
+    * An ``org/name`` hub id is used from the local Hugging Face cache when it is there (the
+      process then reads the hub offline: no retries); otherwise the hub must answer within
+      :data:`HUB_PROBE_TIMEOUT` seconds (never under ``HF_HUB_OFFLINE``), or it is refused.
+
+    Raises
+    ------
+    CollectError
+        one line saying which of the above failed.
+    """
+    import difflib
+    import os
+
+    s = str(model)
+    if "://" in s:
+        return s
+    p = Path(s).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise CollectError(f"--model {s}: is a file; expected a checkpoint directory (from_pretrained)")
+        if not (p / "config.json").is_file():
+            raise CollectError(f"--model {s}: the directory has no config.json; it is not a from_pretrained checkpoint")
+        return s
+    first = Path(s.split("/")[0]).expanduser() if "/" in s else None
+    local = (s.startswith(("/", "./", "../", "~")) or s.count("/") > 1 or not _looks_like_hub_id(s)
+             or (first is not None and first.is_dir()))
+    if local:
+        parent = p.parent if p.parent.is_dir() else None
+        hint = ""
+        if parent is not None:
+            near = difflib.get_close_matches(p.name, [d.name for d in parent.iterdir() if d.is_dir()], n=1, cutoff=0.6)
+            if near:
+                hint = f" (did you mean {parent / near[0] if str(p.parent) != '.' else near[0]}?)"
+        raise CollectError(f"--model {s}: no such directory{hint}")
+    if _cached_on_hub(s):
+        if not hub_reachable():
+            os.environ["HF_HUB_OFFLINE"] = "1"  # read the cache, no retries
+            if log:
+                log(f"--model {s}: the hub is unreachable; using the local Hugging Face cache")
+        return s
+    if not hub_reachable():
+        why = "HF_HUB_OFFLINE is set" if (_truthy("HF_HUB_OFFLINE") or _truthy("TRANSFORMERS_OFFLINE")) \
+            else "the hub is unreachable"
+        raise CollectError(f"--model {s}: no such directory, and as a hub id it is not in the local "
+                           f"Hugging Face cache while {why} (offline)")
+    return s
 
 
 __all__ = [
@@ -655,7 +772,9 @@ __all__ = [
     "CollectError",
     "CollectSummary",
     "Source",
+    "check_model",
     "check_readout",
+    "hub_reachable",
     "collect",
     "parse_precision",
     "parse_shard",

@@ -13,7 +13,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from .collect import Source, collect
+from .collect import CollectError, Source, collect
 
 DEMO_ADAPTER = "huginn"
 
@@ -39,7 +39,12 @@ def run_demo(
     from .adapter import load_adapter_class
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise CollectError(f"--out {out}: is a file; the demo writes a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CollectError(f"--out {out}: cannot create the directory ({exc.strerror or exc})") from None
     adapter_cls = load_adapter_class(DEMO_ADAPTER)
     ckpt = out / "tiny-huginn"
     if not (ckpt / "config.json").exists():
