@@ -15,7 +15,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e ".[models,test,distributed]"
+	$(PIP) install -q -e ".[models,test,distributed,remote]"
 	touch $@
 
 demo: $(VENV)/.installed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ChunkProblem", "chunk_grid", "missing_chunks", "stored_chunks", "undecodable_chunks"]
+__all__ = ["ChunkProblem", "can_list", "chunk_grid", "missing_chunks", "stored_chunks", "undecodable_chunks"]
 
 QUESTION = "question"
 
@@ -79,12 +79,36 @@ def _key(array, index: tuple[int, ...]) -> str:
     return array.metadata.encode_chunk_key(index)
 
 
+_LISTS: dict[int, bool] = {}
+
+
+def can_list(store) -> bool:
+    """Whether ``store`` (a zarr store) can list its keys: its root listing names the root's
+    ``zarr.json``. Plain HTTP cannot list, and answers with an empty listing rather than an
+    error — read as "every chunk missing", that would be a false finding."""
+    from zarr.core.sync import sync
+
+    key = id(store)
+    if key not in _LISTS:
+        async def _root():
+            return [k async for k in store.list_dir("")]
+
+        try:
+            _LISTS[key] = "zarr.json" in sync(_root())
+        except Exception:  # noqa: BLE001 - NotImplementedError, HTTP errors, ...
+            _LISTS[key] = False
+    return _LISTS[key]
+
+
 def stored_chunks(array) -> set[tuple[int, ...]] | None:
     """Grid indices of the chunks present in the store (one listing, no reads), or None when
-    the store cannot list (e.g. plain HTTP)."""
+    the store cannot list (e.g. plain HTTP, :func:`can_list`)."""
     from zarr.core.sync import sync
 
     store_path = array.store_path
+    root = store_path.store
+    if not can_list(root):
+        return None
     prefix = store_path.path.rstrip("/") + "/" if store_path.path else ""
 
     async def _list():

@@ -213,13 +213,64 @@ def build_template(
     return ds, encoding
 
 
+#: Packages each remote protocol needs (installed by ``pip install 'depthtraj[remote]'``).
+REMOTE_PACKAGES = {"http": "aiohttp", "https": "aiohttp", "s3": "s3fs", "s3a": "s3fs"}
+
+
+def local_path(path) -> str:
+    """``file:///a/b`` and ``file://a/b`` as the local path they name; anything else unchanged."""
+    p = str(path)
+    if p.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        u = urlparse(p)
+        return unquote((u.netloc + u.path) if u.netloc not in ("", "localhost") else u.path)
+    return p
+
+
+def _protocol(path: str) -> str | None:
+    return path.split("://", 1)[0].lower() if "://" in path else None
+
+
+def _check_protocol(path: str) -> None:
+    """One line when the filesystem of ``path``'s protocol cannot be used here.
+
+    Raises
+    ------
+    StoreError
+        naming what to install (``depthtraj[remote]``) or the unknown protocol.
+    """
+    import fsspec
+
+    proto = _protocol(path)
+    if proto is None:
+        return
+    try:
+        fsspec.get_filesystem_class(proto)
+    except ImportError:
+        need = REMOTE_PACKAGES.get(proto, "its fsspec filesystem package")
+        raise StoreError(
+            f"{path}: reading {proto}:// stores needs {need}: pip install 'depthtraj[remote]'"
+        ) from None
+    except ValueError:
+        raise StoreError(f"{path}: unknown protocol {proto!r} (fsspec knows no such filesystem)") from None
+
+
 def _zarr_store(path: str, storage_options: Mapping[str, Any] | None = None):
-    """A zarr store for a local path or an fsspec URL."""
+    """A zarr store for a local path, a ``file://`` URL or an fsspec URL.
+
+    Raises
+    ------
+    StoreError
+        when the URL's protocol needs a package that is not installed (one line naming it).
+    """
     import zarr.storage
 
-    if "://" in str(path):
-        return zarr.storage.FsspecStore.from_url(str(path), storage_options=dict(storage_options or {}))
-    return zarr.storage.LocalStore(str(path))
+    p = local_path(path)
+    if "://" in p:
+        _check_protocol(p)
+        return zarr.storage.FsspecStore.from_url(p, storage_options=dict(storage_options or {}))
+    return zarr.storage.LocalStore(p)
 
 
 def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks="auto_question",
@@ -250,7 +301,7 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
 
     group = _require_group(path, storage_options)
     ds = xr.open_zarr(
-        str(path),
+        local_path(path),
         consolidated=(group.metadata.consolidated_metadata is not None) if consolidated is None else bool(consolidated),
         chunks={L.QUESTION: int(chunks)} if isinstance(chunks, int) else {},
         storage_options=dict(storage_options) if storage_options else None,
@@ -264,18 +315,54 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
 
 
 def _require_group(path, storage_options=None):
+    """The store's root group (opened as readers do, with consolidated metadata if present).
+
+    Raises
+    ------
+    StoreError
+        one line: no such path, a file, a directory without ``zarr.json``, a URL whose
+        protocol needs ``depthtraj[remote]``, an unreachable server, nothing at the URL.
+    """
+    import os
+
     import zarr
 
     p = str(path)
-    if "://" not in p:
-        import os
-
-        if not os.path.exists(p):
+    lp = local_path(p)
+    if "://" not in lp:
+        if not os.path.exists(lp):
             raise StoreError(f"{p}: no such file or directory")
+        if not os.path.isdir(lp):
+            raise StoreError(f"{p}: is a file; a zarr store is a directory")
+        if not os.path.isfile(os.path.join(lp, "zarr.json")):
+            raise StoreError(f"{p}: not a zarr v3 store (the directory has no zarr.json)")
+    store = _zarr_store(p, storage_options)
     try:
-        return zarr.open_group(store=_zarr_store(p, storage_options), mode="r", zarr_format=3)
+        return zarr.open_group(store=store, mode="r", zarr_format=3)
     except Exception as exc:  # zarr raises several types here
-        raise StoreError(f"{p}: not a zarr v3 group ({type(exc).__name__}: {exc})") from None
+        raise StoreError(_open_error(p, exc)) from None
+
+
+def _open_error(p: str, exc: BaseException) -> str:
+    """One line for a store that could not be opened (connection, permission, nothing there)."""
+    chain, e = [], exc
+    while e is not None and len(chain) < 5:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    names = " ".join(type(x).__name__ for x in chain)
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    if any(k in names for k in ("ClientConnector", "ConnectionRefused", "ConnectTimeout", "EndpointConnection")):
+        return f"{p}: cannot connect to the server ({text})"
+    if any(k in names for k in ("PermissionError", "AccessDenied", "ClientResponseError")) and "403" in text:
+        return f"{p}: access denied ({text})"
+    if "NoCredentials" in names or "NoCredentials" in text:
+        return (f"{p}: no credentials for S3 (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
+                "AWS_PROFILE; another S3 endpoint: AWS_ENDPOINT_URL)")
+    if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+        return f"{p}: no such bucket ({text})"
+    if "GroupNotFound" in names or "FileNotFound" in names or "404" in text:
+        return f"{p}: no zarr v3 store there (no zarr.json; {text})"
+    return f"{p}: not a zarr v3 group ({text})"
 
 
 def read_attrs(path, *, storage_options=None) -> dict:
@@ -499,6 +586,7 @@ def used_arrangements(ds):
 
 
 def _exists(path: str, storage_options=None) -> bool:
+    path = local_path(path)
     if "://" in path:
         import fsspec
 

@@ -195,7 +195,7 @@ def admit(path, *, storage_options: Mapping[str, Any] | None = None,
         more = f" (+{len(errors) - 1} more: depthtraj validate {p})" if len(errors) > 1 else ""
         raise UntrustedStore(_one_line(f"{p}: {f.rule} {f.path}: {f.message}{more}"))
     notes = [_one_line(f"{f.rule} {f.path}: {f.message}") for f in report.findings
-             if f.rule in ("DT-ATTR-002", "DT-STRUCT-010")]
+             if f.rule in ("DT-ATTR-002", "DT-STRUCT-010")] + [_one_line(n) for n in report.notes]
     consolidated = not any(f.rule == "DT-STRUCT-010" for f in report.findings)
     defects = []
     for rule in DEFECT_RULES:
@@ -250,10 +250,14 @@ def _open_group(p: str, storage_options):
 
     from .store import _require_group
 
+    from .chunks import can_list
+
     g = _require_group(p, storage_options)
+    if not can_list(g.store):  # plain HTTP: the consolidated view names the arrays
+        return g
     try:
         return zarr.open_group(store=g.store, mode="r", zarr_format=3, use_consolidated=False)
-    except Exception:  # noqa: BLE001 - a store that cannot list (HTTP): its consolidated view
+    except Exception:  # noqa: BLE001
         return g
 
 

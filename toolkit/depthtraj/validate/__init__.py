@@ -86,10 +86,20 @@ def validate_store(
         warnings.simplefilter("ignore", category=UserWarning)
         warnings.simplefilter("ignore", category=FutureWarning)
         consolidated = _require_group(path, storage_options)
+        from ..chunks import can_list
+
+        notes = []
         try:
             group = zarr.open_group(store=consolidated.store, mode="r", zarr_format=3, use_consolidated=False)
-            members = dict(group.members())
             root_attrs = dict(group.attrs.asdict())
+            if can_list(consolidated.store):
+                members = dict(group.members())
+            else:  # plain HTTP: the names come from the consolidated metadata only
+                members = _members_by_name(group, consolidated)
+                notes.append(
+                    "the store cannot list its keys (e.g. plain HTTP): the arrays named by the "
+                    "consolidated metadata were checked against their own metadata, but arrays or "
+                    "groups it does not name, and chunks missing from the store, cannot be seen")
         except Exception as exc:  # noqa: BLE001 - zarr raises several types
             raise StoreError(f"{path}: cannot read the group ({type(exc).__name__}: {exc})") from None
         ctx = Context(store=path, group=group, consolidated=consolidated, root_attrs=root_attrs)
@@ -112,7 +122,24 @@ def validate_store(
                 ctx.ok &= set(arrays) | {"question", "complete"}
             check_data(ctx, col)
     return Report(store=path, format_version=ctx.format_version, level=level, findings=col.findings(),
-                  counts=dict(col.counts))
+                  counts=dict(col.counts), notes=notes)
+
+
+def _members_by_name(group, consolidated) -> dict:
+    """The root's children named by the consolidated metadata, each opened from its own
+    metadata (no listing needed); a child whose metadata cannot be read is left out (the
+    structure level then reports it missing)."""
+    import zarr
+
+    cm = getattr(consolidated.metadata, "consolidated_metadata", None)
+    names = sorted(k for k in (cm.metadata if cm is not None else {}) if "/" not in k)
+    out = {}
+    for name in names:
+        try:
+            out[name] = zarr.open(store=group.store, path=name, mode="r", zarr_format=3)
+        except Exception:  # noqa: BLE001
+            continue
+    return out
 
 
 def _unreadable_members(group, listed: set[str]) -> dict[str, str]:

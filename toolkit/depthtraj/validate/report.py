@@ -20,6 +20,7 @@ The JSON document (:func:`render_json`, ``depthtraj validate --format json``) is
          "path": "...", "message": "...", "hint": "..."},
         ...
       ],
+      "notes": ["what could not be checked on this store", ...],
       "summary": {"errors": <int>, "warnings": <int>}
     }
 
@@ -76,6 +77,9 @@ class Report:
     #: How many places break each rule, including those past the listing limit
     #: (:data:`CELL_LIMIT` findings per rule and variable are listed).
     counts: dict[str, int] = field(default_factory=dict)
+    #: What the validator could not check on this store, one line each (e.g. a store that
+    #: cannot list its keys).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -107,6 +111,7 @@ class Report:
             "format_version": None if self.format_version is None else printable(self.format_version),
             "level": self.level,
             "findings": [f.to_dict() for f in self.findings],
+            "notes": [printable(n) for n in self.notes],
             "summary": {"errors": self.errors, "warnings": self.warnings},
         }
 
@@ -147,6 +152,8 @@ def render_text(report: Report, *, file: IO[str] | None = None, color: bool | No
         console.print(Text("        " + f.message))
         if f.hint:
             console.print(Text("        hint: " + f.hint, style="dim"))
+    for n in report.notes:
+        console.print(Text("note: " + printable(n), style="dim"))
     if not report.findings:
         console.print(Text("ok: no findings", style="green"))
     else:
