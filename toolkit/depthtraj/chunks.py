@@ -12,6 +12,7 @@ Chunks are the stored objects: with sharding, the shards (the outer chunk grid).
 from __future__ import annotations
 
 import itertools
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,7 +80,9 @@ def _key(array, index: tuple[int, ...]) -> str:
     return array.metadata.encode_chunk_key(index)
 
 
-_LISTS: dict[int, bool] = {}
+#: id(store) -> (weak reference to that store, answer); the reference tells a live store from
+#: a later one that reuses the id of a freed store
+_LISTS: dict[int, tuple[weakref.ref, bool]] = {}
 
 
 def can_list(store) -> bool:
@@ -89,15 +92,18 @@ def can_list(store) -> bool:
     from zarr.core.sync import sync
 
     key = id(store)
-    if key not in _LISTS:
+    hit = _LISTS.get(key)
+    if hit is None or hit[0]() is not store:
         async def _root():
             return [k async for k in store.list_dir("")]
 
         try:
-            _LISTS[key] = "zarr.json" in sync(_root())
+            ok = "zarr.json" in sync(_root())
         except Exception:  # noqa: BLE001 - NotImplementedError, HTTP errors, ...
-            _LISTS[key] = False
-    return _LISTS[key]
+            ok = False
+        _LISTS[key] = hit = (weakref.ref(store, lambda r, k=key: _LISTS.get(k, (None,))[0] is r
+                                         and _LISTS.pop(k, None)), ok)
+    return hit[1]
 
 
 def stored_chunks(array) -> set[tuple[int, ...]] | None:
