@@ -94,12 +94,12 @@ def validate_store(
             root_attrs = dict(group.attrs.asdict())
             if can_list(consolidated.store):
                 members = dict(group.members())
-            else:  # plain HTTP: the names come from the consolidated metadata only
+            else:  # plain HTTP: the names come from the consolidated metadata and the format
                 members = _members_by_name(group, consolidated)
                 notes.append(
                     "the store cannot list its keys (e.g. plain HTTP): the arrays named by the "
-                    "consolidated metadata were checked against their own metadata, but arrays or "
-                    "groups it does not name, and chunks missing from the store, cannot be seen")
+                    "consolidated metadata or the format were checked against their own metadata, "
+                    "but other arrays or groups, and chunks missing from the store, cannot be seen")
         except Exception as exc:  # noqa: BLE001 - zarr raises several types
             raise StoreError(f"{path}: cannot read the group ({type(exc).__name__}: {exc})") from None
         ctx = Context(store=path, group=group, consolidated=consolidated, root_attrs=root_attrs)
@@ -126,13 +126,17 @@ def validate_store(
 
 
 def _members_by_name(group, consolidated) -> dict:
-    """The root's children named by the consolidated metadata, each opened from its own
-    metadata (no listing needed); a child whose metadata cannot be read is left out (the
-    structure level then reports it missing)."""
+    """The root's children named by the consolidated metadata or by the format (every
+    coordinate and variable of the layout: a store without consolidated metadata names none),
+    each opened from its own metadata (no listing needed); a child whose metadata cannot be
+    read is left out (the structure level then reports it missing)."""
     import zarr
 
+    from .. import layout as L
+
     cm = getattr(consolidated.metadata, "consolidated_metadata", None)
-    names = sorted(k for k in (cm.metadata if cm is not None else {}) if "/" not in k)
+    names = sorted({k for k in (cm.metadata if cm is not None else {}) if "/" not in k}
+                   | set(L.COORDS) | set(L.VARIABLES))
     out = {}
     for name in names:
         try:
