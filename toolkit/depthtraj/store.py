@@ -295,14 +295,27 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     Raises
     ------
     StoreError
-        when the path does not exist or is not a zarr group.
+        when the path does not exist or is not a zarr group, or when a store that cannot list
+        its keys (plain HTTP) would be read without consolidated metadata.
     """
     import xarray as xr
 
     group = _require_group(path, storage_options)
+    has_cm = group.metadata.consolidated_metadata is not None
+    use_cm = has_cm if consolidated is None else bool(consolidated)
+    if not use_cm:
+        from .chunks import can_list
+
+        if not can_list(group.store):  # xarray would find no array at all
+            state = "out of date" if has_cm else "missing"
+            raise StoreError(
+                f"{path}: the store cannot list its keys (e.g. plain HTTP) and its consolidated "
+                f"metadata is {state} (DT-STRUCT-010), so its arrays cannot be found; consolidate "
+                "it before publishing (zarr.consolidate_metadata) or read it from a file system "
+                "or S3")
     ds = xr.open_zarr(
         local_path(path),
-        consolidated=(group.metadata.consolidated_metadata is not None) if consolidated is None else bool(consolidated),
+        consolidated=use_cm,
         chunks={L.QUESTION: int(chunks)} if isinstance(chunks, int) else {},
         storage_options=dict(storage_options) if storage_options else None,
         zarr_format=3,
@@ -333,17 +346,20 @@ def _require_group(path, storage_options=None):
         if not os.path.exists(lp):
             raise StoreError(f"{p}: no such file or directory")
         if not os.path.isdir(lp):
-            raise StoreError(f"{p}: is a file; a zarr store is a directory")
+            raise StoreError(_a_file(p))
         if not os.path.isfile(os.path.join(lp, "zarr.json")):
-            raise StoreError(f"{p}: not a zarr v3 store (the directory has no zarr.json)")
+            v2 = [n for n in (".zgroup", ".zarray") if os.path.isfile(os.path.join(lp, n))]
+            kind = "group" if v2 and v2[0] == ".zgroup" else "array"
+            what = f"; it holds a zarr v2 {kind} ({v2[0]})" if v2 else ""
+            raise StoreError(f"{p}: not a zarr v3 group (the directory has no zarr.json{what})")
     store = _zarr_store(p, storage_options)
     try:
         return zarr.open_group(store=store, mode="r", zarr_format=3)
     except Exception as exc:  # zarr raises several types here
-        raise StoreError(_open_error(p, exc)) from None
+        raise StoreError(_open_error(p, exc, store)) from None
 
 
-def _open_error(p: str, exc: BaseException) -> str:
+def _open_error(p: str, exc: BaseException, store=None) -> str:
     """One line for a store that could not be opened (connection, permission, nothing there)."""
     chain, e = [], exc
     while e is not None and len(chain) < 5:
@@ -361,8 +377,43 @@ def _open_error(p: str, exc: BaseException) -> str:
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
         return f"{p}: no such bucket ({text})"
     if "GroupNotFound" in names or "FileNotFound" in names or "404" in text:
-        return f"{p}: no zarr v3 store there (no zarr.json; {text})"
+        return _nothing_there(p, store)
+    status = next((getattr(x, "status", None) for x in chain
+                   if type(x).__name__ == "ClientResponseError"), None)
+    if status is not None:
+        return f"{p}: the server answered HTTP {status} ({text})"
     return f"{p}: not a zarr v3 group ({text})"
+
+
+def _a_file(p: str) -> str:
+    """The one line for a path or URL that names a file (``.../zarr.json``: the store is its
+    folder)."""
+    q = p.rstrip("/")
+    hint = f"; the store is {q[: -len('/zarr.json')]}" if q.endswith("/zarr.json") else ""
+    return (f"{p}: not a zarr v3 group: a file, not a directory "
+            f"(a zarr store is a directory holding zarr.json{hint})")
+
+
+def _nothing_there(p: str, store) -> str:
+    """Why a URL has no ``zarr.json`` under it: no such bucket, the URL names a file, or
+    nothing is there (one more request, on this failure path only)."""
+    from zarr.core.sync import sync
+
+    nothing = f"{p}: not a zarr v3 group: nothing there ({p.rstrip('/')}/zarr.json not found)"
+    fs, path = getattr(store, "fs", None), str(getattr(store, "path", ""))
+    if fs is None or not hasattr(fs, "_info"):
+        return nothing
+    info, err = None, ""
+    try:
+        info = sync(fs._info(path))
+    except Exception as exc:  # noqa: BLE001 - FileNotFoundError, HTTP and S3 errors
+        err = " ".join(str(exc).split())
+    if "bucket does not exist" in err.lower() or "NoSuchBucket" in err:
+        return f"{p}: no such bucket {path.split('/')[0]!r}"
+    html = "html" in str((info or {}).get("mimetype", "")) if isinstance(info, dict) else False
+    if isinstance(info, dict) and info.get("type") == "file" and not html:
+        return _a_file(p)  # (an HTML page is a server's directory listing)
+    return nothing
 
 
 def read_attrs(path, *, storage_options=None) -> dict:
