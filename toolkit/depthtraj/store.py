@@ -247,8 +247,16 @@ def _check_protocol(path: str) -> None:
         return
     try:
         fsspec.get_filesystem_class(proto)
-    except ImportError:
-        need = REMOTE_PACKAGES.get(proto, "its fsspec filesystem package")
+    except ImportError as exc:
+        need = REMOTE_PACKAGES.get(proto)
+        if need is None:  # not ours to install: fsspec's own hint names the package
+            from fsspec.registry import known_implementations
+
+            hint = known_implementations.get(proto, {}).get("err") or str(exc)
+            raise StoreError(
+                f"{path}: reading {proto}:// stores needs a package that is not installed "
+                f"({' '.join(str(hint).split())}); depthtraj[remote] covers http(s):// and s3://"
+            ) from None
         raise StoreError(
             f"{path}: reading {proto}:// stores needs {need}: pip install 'depthtraj[remote]'"
         ) from None
@@ -367,7 +375,8 @@ def _open_error(p: str, exc: BaseException, store=None) -> str:
         e = e.__cause__ or e.__context__
     names = " ".join(type(x).__name__ for x in chain)
     text = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    if any(k in names for k in ("ClientConnector", "ConnectionRefused", "ConnectTimeout", "EndpointConnection")):
+    if any(k in names for k in ("ClientConnector", "ConnectionRefused", "ConnectTimeout",
+                                "ConnectionError")):
         return f"{p}: cannot connect to the server ({text})"
     if any(k in names for k in ("PermissionError", "AccessDenied", "ClientResponseError")) and "403" in text:
         return f"{p}: access denied ({text})"
