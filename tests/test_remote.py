@@ -266,6 +266,16 @@ def test_no_consolidated_metadata_over_plain_http(root, plain_base):
     assert code == 2 and NOTE in _refusal(err, url) and "consolidated metadata is missing" in err
 
 
+def test_anonymous_s3_access_denied(monkeypatch, s3_endpoint):
+    # fsspec's config as FSSPEC_S3_ANON=true sets it: moto refuses unsigned requests
+    import fsspec.config
+
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"anon": True})
+    url = "s3://stores/p.zarr"
+    code, _, err = _run("validate", url)
+    assert code == 2 and "access denied" in _one_line_error(err, url)
+
+
 def test_the_s3_endpoint_from_fsspec_config(root, s3_endpoint):
     # FSSPEC_S3_ENDPOINT_URL (fsspec's config, read when fsspec is imported) instead of
     # AWS_ENDPOINT_URL; a real process, as a user runs it
@@ -308,6 +318,7 @@ _A_FILE = "a file, not a directory"
     # the rest says what it is, and never "not a zarr v3 group"
     ("local", "none.zarr", "no such file or directory"),
     ("s3", "../no-bucket/p.zarr", "no such bucket 'no-bucket'"),
+    ("http", "status/401/p.zarr", "access denied"),
     ("http", "status/403/p.zarr", "access denied"),
     ("http", "status/500/p.zarr", "the server answered HTTP 500"),
     ("unreachable", "p.zarr", "cannot connect to the server"),

@@ -378,7 +378,9 @@ def _open_error(p: str, exc: BaseException, store=None) -> str:
     if any(k in names for k in ("ClientConnector", "ConnectionRefused", "ConnectTimeout",
                                 "ConnectionError")):
         return f"{p}: cannot connect to the server ({text})"
-    if any(k in names for k in ("PermissionError", "AccessDenied", "ClientResponseError")) and "403" in text:
+    status = next((getattr(x, "status", None) for x in chain
+                   if type(x).__name__ == "ClientResponseError"), None)
+    if "PermissionError" in names or "AccessDenied" in names + text or status in (401, 403):
         return f"{p}: access denied ({text})"
     if "NoCredentials" in names or "NoCredentials" in text:
         return (f"{p}: no credentials for S3 (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
@@ -387,8 +389,6 @@ def _open_error(p: str, exc: BaseException, store=None) -> str:
         return f"{p}: no such bucket ({text})"
     if "GroupNotFound" in names or "FileNotFound" in names or "404" in text:
         return _nothing_there(p, store)
-    status = next((getattr(x, "status", None) for x in chain
-                   if type(x).__name__ == "ClientResponseError"), None)
     if status is not None:
         return f"{p}: the server answered HTTP {status} ({text})"
     return f"{p}: not a zarr v3 group ({text})"
