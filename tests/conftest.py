@@ -31,24 +31,48 @@ def pytest_configure(config):
     config._depthtraj_core_skips = []  # the marker `shared_data` is registered in pyproject.toml
 
 
+def _skip_reason(report) -> str:
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    """A skipped test (skip, skipif, importorskip, a skipping fixture) without ``shared_data``
+    is a core skip; an expected failure (xfail, also reported as skipped) is not a skip."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and item.get_closest_marker("shared_data") is None:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        item.config._depthtraj_core_skips.append(f"{item.nodeid}: {reason}")
+    if report.skipped and not hasattr(report, "wasxfail") and item.get_closest_marker("shared_data") is None:
+        item.config._depthtraj_core_skips.append(f"{item.nodeid}: {_skip_reason(report)}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module skipped while it is collected (a module-level ``pytest.importorskip``) skips every
+    test in it: a core skip unless the module is marked ``shared_data``."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and collector.get_closest_marker("shared_data") is None:
+        collector.config._depthtraj_core_skips.append(f"{report.nodeid} (the whole module): {_skip_reason(report)}")
 
 
 def pytest_sessionfinish(session, exitstatus):
     skips = getattr(session.config, "_depthtraj_core_skips", [])
-    if skips and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        lines = [f"{len(skips)} core test(s) skipped; only @pytest.mark.shared_data tests may skip:",
-                 *(f"  {s}" for s in skips[:20])]
-        if tr is not None:
-            tr.write_line("\n".join(lines), red=True, bold=True)
+    if skips and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The last word of the run: which core tests skipped (they fail it, see the module doc)."""
+    skips = getattr(config, "_depthtraj_core_skips", [])
+    if skips:
+        terminalreporter.write_sep("=", "core tests skipped", red=True, bold=True)
+        for line in skips[:20]:
+            terminalreporter.write_line(f"  {line}")
+        if len(skips) > 20:
+            terminalreporter.write_line(f"  ... and {len(skips) - 20} more")
+        terminalreporter.write_line(
+            f"{len(skips)} core test(s) skipped; only @pytest.mark.shared_data tests may skip: the run fails",
+            red=True, bold=True)
 
 
 @pytest.fixture(scope="session")

@@ -37,3 +37,36 @@ def test_an_unmarked_user_of_the_staged_data_fails_the_run(tmp_path, monkeypatch
     monkeypatch.setenv("DEPTHTRAJ_SHARED", str(tmp_path / "absent"))
     r = _pytest(tmp_path, "def test_staged(shared_data):\n    pass\n")
     assert r.returncode == 1 and "core test(s) skipped" in r.stdout
+
+
+def test_a_module_skipped_at_import_fails_the_run(tmp_path):
+    # a module-level importorskip skips while collecting: no test report, only a collect report
+    r = _pytest(tmp_path, "pytest.importorskip('no_such_module_xyz')\n\ndef test_core():\n    pass\n")
+    assert r.returncode == 1, r.stdout
+    assert "test_x.py (the whole module): Skipped: could not import 'no_such_module_xyz'" in r.stdout
+    assert r.stdout.rstrip().splitlines()[-2].startswith("1 core test(s) skipped; only @pytest.mark.shared_data")
+
+
+def test_skip_markers_fail_the_run_and_xfail_does_not(tmp_path):
+    r = _pytest(tmp_path, "@pytest.mark.skipif(True, reason='no GPU')\ndef test_gpu():\n    pass\n\n"
+                          "@pytest.mark.xfail(reason='known')\ndef test_known():\n    assert False\n")
+    assert r.returncode == 1, r.stdout
+    listed = r.stdout.split("core tests skipped")[-1]
+    assert "test_x.py::test_gpu: Skipped: no GPU" in listed and "test_known" not in listed
+    assert "1 core test(s) skipped; only @pytest.mark.shared_data tests may skip: the run fails" in r.stdout
+    r = _pytest(tmp_path, "@pytest.mark.xfail(reason='known')\ndef test_known():\n    assert False\n")
+    assert r.returncode == 0 and "1 xfailed" in r.stdout, r.stdout
+
+
+def test_the_shared_dir_helper_honours_the_variable(monkeypatch, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_depthtraj_tests_conftest", CONFTEST)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shared_dir = module.shared_dir
+
+    monkeypatch.setenv("DEPTHTRAJ_SHARED", str(tmp_path))
+    assert shared_dir() == tmp_path.resolve()
+    monkeypatch.delenv("DEPTHTRAJ_SHARED")
+    assert shared_dir() == (Path(__file__).resolve().parents[1] / ".." / "shared").resolve()
