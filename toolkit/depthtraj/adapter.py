@@ -133,6 +133,10 @@ class AdapterSelfCheckError(RuntimeError):
     """
 
 
+class TokenizerLoadError(RuntimeError):
+    """:meth:`LoopedLMAdapter.load` loaded the model but not its tokenizer (``__cause__``: why)."""
+
+
 @dataclass(frozen=True)
 class SelfCheckReport:
     """What :meth:`LoopedLMAdapter.self_check` measured: the largest absolute difference (nats)
@@ -424,7 +428,8 @@ class LoopedLMAdapter(abc.ABC):
         check the adapter against the model's own forward.
 
         Calls ``AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True,
-        torch_dtype=torch.float32)`` and ``AutoTokenizer.from_pretrained(path)``, rounds all
+        torch_dtype=torch.float32)`` and ``AutoTokenizer.from_pretrained(path,
+        trust_remote_code=True)``, rounds all
         weights once to the arms' common ``weights_dtype`` (``bfloat16`` for the standard arms:
         every arm then uses the same bf16-rounded weights) and keeps one parameter-cast copy of
         the model per dtype the arms compute in. Then runs :meth:`self_check` at depth
@@ -432,6 +437,7 @@ class LoopedLMAdapter(abc.ABC):
 
         Raises:
             AdapterSelfCheckError: the adapter's readout is not the model's own forward.
+            TokenizerLoadError: the model loaded, its tokenizer did not.
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -442,7 +448,12 @@ class LoopedLMAdapter(abc.ABC):
         model = AutoModelForCausalLM.from_pretrained(
             path, trust_remote_code=True, **_dtype_kwarg(torch.float32)
         )
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        # the checkpoint's code is trusted already (the model's); without the flag transformers
+        # asks on stdin whether to run a tokenizer's remote code
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+        except Exception as exc:  # tokenizers and transformers raise many types
+            raise TokenizerLoadError(f"the tokenizer of {path} cannot be loaded") from exc
         model_name, revision = _model_identity(model, path)
         adapter = cls(
             model,
@@ -1016,6 +1027,7 @@ __all__ = [
     "LoopedLMAdapter",
     "SelfCheckReport",
     "TextReadout",
+    "TokenizerLoadError",
     "encode_pair",
     "available_adapters",
     "load_adapter_class",

@@ -394,31 +394,19 @@ def collect(
         raise CollectError(f"--depths must be >= 1, got {depths}")
     if batch_size < 1:
         raise CollectError(f"--batch-size must be >= 1, got {batch_size}")
+    if chunk_size < 1:
+        raise CollectError(f"--chunk-size must be >= 1, got {chunk_size}")
     check_readout(readout, options, arrangements)
     shard = parse_shard(shard if shard is None or isinstance(shard, str) else f"{shard[0]}/{shard[1]}")
     arms = parse_precision(precision)
     questions = load_questions(sources)
-    out = str(out)
-    remote = "://" in out
-    if shard is not None and remote:
-        raise CollectError("--shard needs a local --out directory (atomic store creation)")
-    exists = Path(out).exists() if not remote else False
-    if exists and not Path(out).is_dir():
-        raise CollectError(f"--out {out}: is a file; a store is a directory")
-    if not remote and not exists:
-        import os
-
-        parent = Path(out).resolve().parent
-        if not parent.is_dir():
-            raise CollectError(f"--out {out}: the directory {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise CollectError(f"--out {out}: cannot create it in {parent} (permission denied)")
+    out, remote, exists = _check_out(out, resume=resume, shard=shard)
     if exists and not resume:
         if shard is None:
             raise CollectError(f"{out}: already exists; pass --resume to continue it, or choose another --out")
         _refuse_shard_rerun(out, shard)
 
-    from .adapter import AdapterSelfCheckError, load_adapter_class
+    from .adapter import AdapterSelfCheckError, TokenizerLoadError, load_adapter_class
 
     if isinstance(adapter, type):  # an adapter class itself (e.g. one not installed yet)
         from .adapter import LoopedLMAdapter
@@ -431,12 +419,11 @@ def collect(
             adapter_cls = load_adapter_class(adapter)
         except KeyError as exc:
             raise CollectError(exc.args[0]) from None
+        except Exception as exc:  # noqa: BLE001 - an installed adapter package that fails to import
+            raise CollectError(f"adapter {adapter!r} cannot be used ({_first_line(exc)})") from None
     model = check_model(model, log=log)
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise CollectError("--device cuda was asked for, but torch sees no CUDA device")
+    check_models_extra()
+    _check_device(device)
     log(f"loading {adapter} model from {model} on {device}")
     try:
         runner = adapter_cls.load(
@@ -444,9 +431,10 @@ def collect(
         )
     except AdapterSelfCheckError as exc:
         raise CollectError(str(exc)) from None
+    except TokenizerLoadError as exc:
+        raise CollectError(f"{model}: cannot load the tokenizer ({_first_line(exc.__cause__)})") from None
     except Exception as exc:  # from_pretrained and remote code raise many types
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise CollectError(f"{model}: cannot load the model ({type(exc).__name__}: {first})") from None
+        raise CollectError(f"{model}: cannot load the model ({_first_line(exc)})") from None
     if runner.self_check_report is not None:
         log(runner.self_check_report.line())
 
@@ -509,6 +497,10 @@ def collect(
         raise CollectError(str(exc)) from None
     except OSError as exc:
         raise CollectError(f"--out {out}: cannot create the store ({exc.strerror or exc})") from None
+    except Exception as exc:  # noqa: BLE001 - fsspec/S3 errors of a remote --out (permission, quota)
+        if not remote:
+            raise
+        raise CollectError(f"--out {out}: cannot create the store ({_first_line(exc, 200)})") from None
 
     mine = _shard_chunks(writer.chunks(), shard)
     complete = writer.complete()
@@ -546,6 +538,83 @@ def collect(
         out, total, written, total - todo, time.perf_counter() - t0, shard=shard,
         finalized=not left, pending_elsewhere=left,
     )
+
+
+def check_models_extra() -> None:
+    """Collecting needs torch and transformers (the ``models`` extra): one line naming what to
+    install when either is missing, found without importing them."""
+    import importlib.util
+    import sys
+
+    missing = []
+    for name in ("torch", "transformers"):
+        try:
+            if sys.modules.get(name, 0) is None or importlib.util.find_spec(name) is None:
+                missing.append(name)
+        except (ImportError, ValueError):
+            missing.append(name)
+    if missing:
+        raise CollectError(f"collecting needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                           "not installed: pip install 'depthtraj[models]'")
+
+
+def _check_device(device: str) -> None:
+    """``--device`` names a device torch has here (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ...)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise CollectError(f"--device {device!r} is not a torch device (cpu, cuda, cuda:N, mps)") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise CollectError(f"--device {device} was asked for, but torch sees no CUDA device")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise CollectError(f"--device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise CollectError(f"--device {device} was asked for, but torch sees no MPS device")
+
+
+def _check_out(out, *, resume: bool, shard) -> tuple[str, bool, bool]:
+    """``(out, remote, exists)`` after checking, before any model loads, that the store can be
+    written there: a local ``--out`` must not be a file, its parent must exist and take a new
+    directory (probed by creating and removing an empty one: permissions, read-only file
+    systems), a store to resume must be a zarr v3 directory; a URL's file system must be
+    installed and answer (credentials, connection). ``file://`` URLs are local paths."""
+    import os
+    import tempfile
+
+    from .store import StoreError, local_path
+
+    out = local_path(str(out))
+    remote = "://" in out
+    if remote:
+        from .store import _check_protocol, _exists
+
+        if shard is not None:
+            raise CollectError("--shard needs a local --out directory (atomic store creation)")
+        try:
+            _check_protocol(out)
+            return out, True, bool(_exists(out))
+        except StoreError as exc:
+            raise CollectError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - fsspec, aiohttp and botocore raise many types
+            raise CollectError(f"--out {out}: cannot reach it ({_first_line(exc, 200)})") from None
+    p = Path(out)
+    if p.exists():
+        if not p.is_dir():
+            raise CollectError(f"--out {out}: is a file; a store is a directory")
+        if resume and not (p / "zarr.json").is_file():
+            raise CollectError(f"--out {out}: not a store to resume (the directory has no zarr.json)")
+        return out, False, True
+    parent = p.resolve().parent
+    if not parent.is_dir():
+        raise CollectError(f"--out {out}: the directory {parent} does not exist")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=f".{p.name}.probe-", dir=parent))
+    except OSError as exc:
+        raise CollectError(f"--out {out}: cannot create it in {parent} ({exc.strerror or exc})") from None
+    return out, False, False
 
 
 def _shard_chunks(chunks: list[slice], shard: tuple[int, int] | None) -> list[slice]:
@@ -655,13 +724,21 @@ def _guess_split(path) -> str | None:
     return None
 
 
-def _looks_like_hub_id(s: str) -> bool:
-    parts = s.split("/")
-    return len(parts) == 2 and all(parts) and not s.startswith((".", "/", "~"))
-
+# ---------------------------------------------------------------------- --model, before loading
+#: A hub repository id as the hub accepts it: ``org/name``, each part letters, digits, ``-``,
+#: ``_`` and ``.``, not starting with ``-`` or ``.``, at most 96 characters, no ``--`` or ``..``.
+_HUB_ID = re.compile(r"[A-Za-z0-9_][\w.-]{0,95}/[A-Za-z0-9_][\w.-]{0,95}", re.ASCII)
 
 #: Seconds the hub reachability probe may take (DNS and TCP connect together).
 HUB_PROBE_TIMEOUT = 0.8
+
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                 "pytorch_model.bin.index.json", "tf_model.h5", "model.ckpt.index", "flax_model.msgpack")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
+def _is_hub_id(s: str) -> bool:
+    return bool(_HUB_ID.fullmatch(s)) and "--" not in s and ".." not in s
 
 
 def _truthy(name: str) -> bool:
@@ -670,99 +747,218 @@ def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
-    """Whether the Hugging Face hub (``$HF_ENDPOINT``, default huggingface.co) answers a TCP
-    connect within ``timeout`` seconds; False at once under ``HF_HUB_OFFLINE`` /
-    ``TRANSFORMERS_OFFLINE``. DNS and connect run in a daemon thread, so a resolver that hangs
-    cannot hold the caller longer than ``timeout``."""
+def _offline_env() -> str | None:
+    """The offline variable that is set (``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE``), if any."""
+    return next((v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if _truthy(v)), None)
+
+
+def hub_unreachable_reason(timeout: float = HUB_PROBE_TIMEOUT) -> str | None:
+    """``None`` when the Hugging Face hub (``$HF_ENDPOINT``, default huggingface.co) answers a TCP
+    connect within ``timeout`` seconds, else why not (one phrase). Under ``HF_HUB_OFFLINE`` /
+    ``TRANSFORMERS_OFFLINE`` the network is not touched at all. DNS and connect run in a daemon
+    thread, so a resolver that hangs cannot hold the caller longer than ``timeout``."""
     import os
     import socket
     import threading
     from urllib.parse import urlparse
 
-    if _truthy("HF_HUB_OFFLINE") or _truthy("TRANSFORMERS_OFFLINE"):
-        return False
+    env = _offline_env()
+    if env:
+        return f"the hub is offline ({env} is set)"
     url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-    ok = []
+    result: list[str | None] = []
 
     def probe():
         try:
             with socket.create_connection((host, port), timeout=timeout):
-                ok.append(True)
-        except OSError:
-            pass
+                result.append(None)
+        except OSError as exc:
+            result.append(exc.strerror or type(exc).__name__)
 
     t = threading.Thread(target=probe, daemon=True)
     t.start()
     t.join(timeout)
-    return bool(ok)
+    if not result:
+        return f"the hub is unreachable ({host}:{port}: no answer within {timeout:g} s)"
+    return None if result[0] is None else f"the hub is unreachable ({host}:{port}: {result[0]})"
 
 
-def _cached_on_hub(repo_id: str) -> bool:
-    """Whether the local Hugging Face cache holds ``repo_id``'s config.json (no network)."""
+def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """Whether :func:`hub_unreachable_reason` finds the hub answering (False at once offline)."""
+    return hub_unreachable_reason(timeout) is None
+
+
+def _hub_cache() -> Path | None:
+    """The local Hugging Face hub cache directory (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ...), as
+    ``huggingface_hub`` resolves it; only its small ``constants`` module is imported (the download
+    machinery, requests and tqdm are not). ``None`` without huggingface_hub."""
     try:
-        from huggingface_hub import try_to_load_from_cache
+        import huggingface_hub.constants as hc
     except ImportError:
-        return False
+        return None
+    return Path(hc.HF_HUB_CACHE)
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    """The local snapshot directory of hub model ``repo_id`` (the one ``refs/main`` names, else
+    the only one), if it holds a ``config.json``; read from the cache's layout
+    (``models--org--name/{refs,snapshots}``) without any network."""
+    cache = _hub_cache()
+    if cache is None:
+        return None
+    folder = cache / ("models--" + repo_id.replace("/", "--"))
     try:
-        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
-    except Exception:  # noqa: BLE001 - an invalid repo id, an unreadable cache
-        return False
+        ref = (folder / "refs" / "main").read_text().strip() if (folder / "refs" / "main").is_file() else None
+        snaps = [ref] if ref else [d.name for d in (folder / "snapshots").iterdir() if d.is_dir()]
+    except OSError:
+        return None
+    if len(snaps) != 1:
+        return None
+    snap = folder / "snapshots" / snaps[0]
+    return snap if (snap / "config.json").is_file() else None
+
+
+def _cached_repo_ids() -> list[str]:
+    """Hub model ids in the local cache (``models--org--name`` folders), for suggestions."""
+    cache = _hub_cache()
+    try:
+        names = [d.name for d in cache.iterdir()] if cache is not None else []
+    except OSError:
+        return []
+    return [n[len("models--"):].replace("--", "/", 1) for n in names if n.startswith("models--")]
+
+
+def _did_you_mean(name: str, candidates: Sequence[str], shown: Callable[[str], str] = str) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {shown(near[0])}?)" if near else ""
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` on one line, cut to ``limit`` characters (transformers wraps its
+    messages over lines and lists every model type it knows in one)."""
+    first = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _check_checkpoint_dir(s: str, p: Path) -> None:
+    """The local checkpoint directory ``p`` (given as ``s``) holds what ``from_pretrained`` reads:
+    a ``config.json`` that parses, the remote-code files its ``auto_map`` names, weights (every
+    shard of a sharded index) and tokenizer files. A file, or a directory one level above
+    checkpoints, is named as such. Reads only small files, never the weights."""
+    import json
+
+    if not p.is_dir():
+        raise CollectError(f"--model {s}: is a file; expected a checkpoint directory (from_pretrained)")
+    if not (p / "config.json").is_file():
+        try:
+            inner = sorted(d.name for d in p.iterdir() if (d / "config.json").is_file())
+        except OSError:
+            inner = []
+        hint = f" (did you mean {Path(s) / inner[0]}?)" if len(inner) == 1 else (
+            f" (checkpoints inside: {', '.join(inner[:4])})" if inner else "")
+        raise CollectError(f"--model {s}: the directory has no config.json; it is not a from_pretrained checkpoint{hint}")
+    try:
+        config = json.loads((p / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CollectError(f"--model {s}: config.json cannot be read as JSON ({_first_line(exc, 160)})") from None
+    if not isinstance(config, dict):
+        raise CollectError(f"--model {s}: config.json is not a JSON object")
+    if not isinstance(config.get("model_type"), str):
+        raise CollectError(f"--model {s}: config.json names no model_type, so transformers cannot tell which model it is")
+    auto_map = config.get("auto_map") if isinstance(config.get("auto_map"), dict) else {}
+    for ref in auto_map.values():
+        for r in ref if isinstance(ref, list) else [ref]:
+            if isinstance(r, str) and "--" not in r and "." in r:  # 'module.Class' in this directory
+                module = r.rsplit(".", 1)[0].replace(".", "/") + ".py"
+                if not (p / module).is_file():
+                    raise CollectError(f"--model {s}: config.json's auto_map names {module}, which is not in the directory")
+    if not any((p / f).is_file() for f in _WEIGHT_FILES) and not any(p.glob("*.safetensors")):
+        raise CollectError(f"--model {s}: no weights in the directory (model.safetensors, pytorch_model.bin "
+                           "or a sharded *.index.json)")
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (p / index).is_file():
+            try:
+                shards = sorted(set(json.loads((p / index).read_text(encoding="utf-8"))["weight_map"].values()))
+            except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise CollectError(f"--model {s}: {index} is not a weight index ({_first_line(exc, 160)})") from None
+            missing = [f for f in shards if not (p / f).is_file()]
+            if missing:
+                raise CollectError(f"--model {s}: {len(missing)} of the {len(shards)} weight shards {index} "
+                                   f"names are missing (first: {missing[0]})")
+    if not any((p / f).is_file() for f in _TOKENIZER_FILES):
+        raise CollectError(f"--model {s}: no tokenizer files in the directory ({', '.join(_TOKENIZER_FILES[:3])}, ...)")
 
 
 def check_model(model: str | Path, *, log: Callable[[str], None] | None = None) -> str:
     """Fail in well under a second on a ``--model`` that cannot be loaded, before anything is
-    written; return the model argument for ``from_pretrained``.
+    written and before torch is imported; return what to pass to ``from_pretrained``.
 
-    * An existing directory must hold a ``config.json`` (a file is refused).
-    * A path that looks local — absolute, ``./``, ``../``, ``~``, more than one ``/``, or whose
-      first component is an existing directory (``depthtraj-demo/tiny-hugin``) — and does not
-      exist is refused, naming the closest sibling directory when one is close.
-    * An ``org/name`` hub id is used from the local Hugging Face cache when it is there (the
-      process then reads the hub offline: no retries); otherwise the hub must answer within
-      :data:`HUB_PROBE_TIMEOUT` seconds (never under ``HF_HUB_OFFLINE``), or it is refused.
+    * An existing directory must be a checkpoint (:func:`_check_checkpoint_dir`; a file is
+      refused).
+    * A name that does not exist and *looks local* is refused as "no such directory", naming the
+      closest sibling directory when one is close ("did you mean ...?"). Local-looking: absolute,
+      ``./``, ``../``, ``~``, a backslash, more than one ``/``, a first component that is an
+      existing directory (``depthtraj-demo/tiny-hugin``), or not the shape of a hub id
+      ``org/name`` at all (a bare ``name`` included: the models depthtraj reads all have an org).
+    * A hub id ``org/name`` in the local Hugging Face cache is used from there: offline
+      (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``) or when the hub does not answer within
+      :data:`HUB_PROBE_TIMEOUT` seconds, the cached snapshot directory itself is returned, so
+      loading touches no network and makes no retries; otherwise the id (the hub may have a
+      newer revision).
+    * A hub id not in the cache needs the hub: offline the network is not touched at all and
+      the id is refused; else a sub-second TCP probe must reach the hub.
 
     Raises
     ------
     CollectError
         one line saying which of the above failed.
     """
-    import difflib
-    import os
-
     s = str(model)
+    if s.startswith("file://"):
+        from .store import local_path
+
+        s = local_path(s)
     if "://" in s:
-        return s
+        raise CollectError(f"--model {s}: expected a checkpoint directory or a hub id (org/name), not a URL")
     p = Path(s).expanduser()
     if p.exists():
-        if not p.is_dir():
-            raise CollectError(f"--model {s}: is a file; expected a checkpoint directory (from_pretrained)")
-        if not (p / "config.json").is_file():
-            raise CollectError(f"--model {s}: the directory has no config.json; it is not a from_pretrained checkpoint")
+        _check_checkpoint_dir(s, p)
         return s
-    first = Path(s.split("/")[0]).expanduser() if "/" in s else None
-    local = (s.startswith(("/", "./", "../", "~")) or s.count("/") > 1 or not _looks_like_hub_id(s)
+    parts = s.replace("\\", "/").split("/")
+    first = Path(parts[0]).expanduser() if len(parts) > 1 and parts[0] else None
+    local = (s.startswith(("/", "./", "../", "~", ".")) or "\\" in s or len(parts) > 2 or not _is_hub_id(s)
              or (first is not None and first.is_dir()))
     if local:
         parent = p.parent if p.parent.is_dir() else None
         hint = ""
         if parent is not None:
-            near = difflib.get_close_matches(p.name, [d.name for d in parent.iterdir() if d.is_dir()], n=1, cutoff=0.6)
-            if near:
-                hint = f" (did you mean {parent / near[0] if str(p.parent) != '.' else near[0]}?)"
+            try:
+                siblings = [d.name for d in parent.iterdir() if d.is_dir()]
+            except OSError:
+                siblings = []
+            hint = _did_you_mean(p.name, siblings, lambda n: n if str(p.parent) == "." else str(p.parent / n))
+        if not hint and len(parts) == 1:  # a bare name: a cached hub model of that name?
+            named = [r for r in _cached_repo_ids() if r.split("/")[-1] == s]
+            hint = f" (did you mean the hub id {named[0]}?)" if named else " (a hub id is org/name)"
         raise CollectError(f"--model {s}: no such directory{hint}")
-    if _cached_on_hub(s):
-        if not hub_reachable():
-            os.environ["HF_HUB_OFFLINE"] = "1"  # read the cache, no retries
-            if log:
-                log(f"--model {s}: the hub is unreachable; using the local Hugging Face cache")
-        return s
-    if not hub_reachable():
-        why = "HF_HUB_OFFLINE is set" if (_truthy("HF_HUB_OFFLINE") or _truthy("TRANSFORMERS_OFFLINE")) \
-            else "the hub is unreachable"
-        raise CollectError(f"--model {s}: no such directory, and as a hub id it is not in the local "
-                           f"Hugging Face cache while {why} (offline)")
+    snapshot = _cached_snapshot(s)
+    if snapshot is not None:
+        why = hub_unreachable_reason()
+        if why is None:
+            return s
+        _check_checkpoint_dir(f"{s} (the cached snapshot {snapshot})", snapshot)
+        if log:
+            log(f"--model {s}: {why}; loading the cached snapshot {snapshot.name[:12]} from {snapshot}")
+        return str(snapshot)
+    why = hub_unreachable_reason()
+    if why is not None:
+        hint = _did_you_mean(s, _cached_repo_ids())
+        raise CollectError(f"--model {s}: no such directory, and as a hub id it is not in the local Hugging Face "
+                           f"cache while {why}{hint}")
     return s
 
 
@@ -775,6 +971,7 @@ __all__ = [
     "check_model",
     "check_readout",
     "hub_reachable",
+    "hub_unreachable_reason",
     "collect",
     "parse_precision",
     "parse_shard",
