@@ -4,6 +4,7 @@ runs the real console entry point in a subprocess, as a user would."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,54 +18,122 @@ ARC = Path(__file__).resolve().parents[1] / "toolkit" / "depthtraj" / "data" / "
 
 @pytest.fixture(scope="module")
 def broken(tiny_huginn, tmp_path_factory):
-    """Checkpoints with a broken config.json and without weights, a file, a bad data file."""
+    """Broken copies of the tiny checkpoint, a file, bad data files, a directory that is no store."""
     root = tmp_path_factory.mktemp("broken")
-    bad_config = root / "bad-config"
-    shutil.copytree(tiny_huginn, bad_config)
-    (bad_config / "config.json").write_text("{not json")
-    no_weights = root / "no-weights"
-    shutil.copytree(tiny_huginn, no_weights)
-    for f in no_weights.glob("*.safetensors"):
-        f.unlink()
+
+    def copy(name, edit):
+        d = root / name
+        shutil.copytree(tiny_huginn, d)
+        edit(d)
+        return d
+
+    out = {"root": root, "ckpt": tiny_huginn}
+    out["bad_config"] = copy("bad-config", lambda d: (d / "config.json").write_text("{not json"))
+    out["no_weights"] = copy("no-weights", lambda d: [f.unlink() for f in d.glob("*.safetensors")])
+    out["bad_weights"] = copy("bad-weights", lambda d: (d / "model.safetensors").write_bytes(b"garbage"))
+    out["bad_tokenizer"] = copy("bad-tokenizer", lambda d: (d / "tokenizer.json").write_text("garbage"))
+    out["no_code"] = copy("no-code", lambda d: (d / "modeling_raven.py").unlink())
     (root / "a-file").write_text("x")
     (root / "bad.jsonl").write_text("garbage\n")
+    (root / "binary.jsonl").write_bytes(b"\xff\xfe\x00binary")
     (root / "empty").mkdir()
-    return {"root": root, "ckpt": tiny_huginn, "bad_config": bad_config, "no_weights": no_weights}
+    (root / "not-a-store").mkdir()
+    return out
 
 
-def _collect(b, *, model=None, data=ARC, out="out.zarr", task="arc_challenge"):
+def _collect(b, *, model=None, data=ARC, out="out.zarr", task="arc_challenge", extra=()):
     return ["collect", "--adapter", "huginn", "--model", str(model or b["ckpt"]), "--task", task,
             "--data", str(data), "--out", str(out if "/" in str(out) else b["root"] / out), "--limit", "2",
-            "--depths", "2"]
+            "--depths", "2", *extra]
 
 
+def _unwritable(b):
+    """A parent directory no new store can be made in: read-only for a user, /proc for root."""
+    if os.geteuid() == 0:
+        return "/proc/depthtraj-test.zarr"
+    ro = b["root"] / "read-only"
+    ro.mkdir(exist_ok=True)
+    ro.chmod(0o555)
+    return str(ro / "x.zarr")
+
+
+NO_S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None,
+                     "AWS_PROFILE": None, "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent",
+                     "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_ENDPOINT_URL": None}
+
+# case: (argv from the fixture, text the one line holds, where it comes from: "pre" (before the
+# model loads: the only line on stderr) or "load" (after the "loading ..." line))
 CASES = {
-    "collect: broken config.json": (lambda b: _collect(b, model=b["bad_config"]), "cannot load the model"),
-    "collect: no weights": (lambda b: _collect(b, model=b["no_weights"]), "cannot load the model"),
-    "collect: mistyped model": (lambda b: _collect(b, model=str(b["ckpt"]) + "x"), "no such directory"),
-    "collect: malformed data": (lambda b: _collect(b, data=b["root"] / "bad.jsonl"), "bad.jsonl:1: not valid JSON"),
-    "collect: no MMLU files": (lambda b: _collect(b, data=b["root"] / "empty", task="mmlu"), "no MMLU"),
-    "collect: out is a file": (lambda b: _collect(b, out=b["root"] / "a-file"), "is a file"),
-    "collect: out parent missing": (lambda b: _collect(b, out=b["root"] / "no" / "x.zarr"), "does not exist"),
-    "collect: unknown adapter": (lambda b: [*_collect(b)[:2], "nope", *_collect(b)[3:]], "nope"),
-    "demo: out is a file": (lambda b: ["demo", "--out", str(b["root"] / "a-file")], "is a file"),
-    "schema: out is a file": (lambda b: ["schema", "export", str(b["root"] / "a-file")], "cannot write the schema"),
-    "validate: a file": (lambda b: ["validate", str(b["root"] / "a-file")], "a-file"),
-    "analyze: a file": (lambda b: ["analyze", str(b["root"] / "a-file")], "a-file"),
-    "analyze: bad --sections": (lambda b: ["analyze", str(b["root"] / "a-file"), "--sections", "9"], "--sections"),
+    "collect: broken config.json": (lambda b: _collect(b, model=b["bad_config"]), "config.json cannot be read as JSON", "pre"),
+    "collect: no weights": (lambda b: _collect(b, model=b["no_weights"]), "no weights in the directory", "pre"),
+    "collect: code file missing": (lambda b: _collect(b, model=b["no_code"]), "auto_map names modeling_raven.py", "pre"),
+    "collect: corrupt weights": (lambda b: _collect(b, model=b["bad_weights"]), "cannot load the model (", "load"),
+    "collect: corrupt tokenizer": (lambda b: _collect(b, model=b["bad_tokenizer"]), "cannot load the tokenizer (", "load"),
+    "collect: mistyped model": (lambda b: _collect(b, model=str(b["ckpt"]) + "x"), "no such directory (did you mean", "pre"),
+    "collect: malformed data": (lambda b: _collect(b, data=b["root"] / "bad.jsonl"), "bad.jsonl:1: not valid JSON", "pre"),
+    "collect: binary data": (lambda b: _collect(b, data=b["root"] / "binary.jsonl"), "binary.jsonl: not UTF-8 text", "pre"),
+    "collect: no MMLU files": (lambda b: _collect(b, data=b["root"] / "empty", task="mmlu"), "no MMLU", "pre"),
+    "collect: out is a file": (lambda b: _collect(b, out=b["root"] / "a-file"), "is a file", "pre"),
+    "collect: out parent missing": (lambda b: _collect(b, out=b["root"] / "no" / "x.zarr"), "does not exist", "pre"),
+    "collect: out unwritable": (lambda b: _collect(b, out=_unwritable(b)), "cannot create it in", "pre"),
+    "collect: resume a non-store": (lambda b: _collect(b, out=b["root"] / "not-a-store", extra=["--resume"]),
+                                    "not a store to resume (the directory has no zarr.json)", "pre"),
+    "collect: s3 without credentials": (lambda b: _collect(b, out="s3://depthtraj-no-such-bucket/x.zarr"), "s3://", "pre"),
+    "collect: unknown protocol": (lambda b: _collect(b, out="nosuchfs://x/x.zarr"), "unknown protocol 'nosuchfs'", "pre"),
+    "collect: unknown adapter": (lambda b: [*_collect(b)[:2], "nope", *_collect(b)[3:]], "unknown adapter 'nope'", "pre"),
+    "collect: chunk size 0": (lambda b: _collect(b, extra=["--chunk-size", "0"]), "--chunk-size must be >= 1", "pre"),
+    "collect: no such device": (lambda b: _collect(b, extra=["--device", "gpu"]), "--device 'gpu' is not a torch device", "pre"),
+    "demo: out is a file": (lambda b: ["demo", "--out", str(b["root"] / "a-file")], "is a file", "pre"),
+    "demo: out under a file": (lambda b: ["demo", "--out", str(b["root"] / "a-file" / "d")], "cannot create the directory", "pre"),
+    "demo: depths 0": (lambda b: ["demo", "--out", str(b["root"] / "out.zarr"), "--depths", "0"], "--depths must be >= 1", "pre"),
+    "schema: out is a file": (lambda b: ["schema", "export", str(b["root"] / "a-file")], "cannot write the schema", "pre"),
+    "validate: a file": (lambda b: ["validate", str(b["root"] / "a-file")], "a-file", "pre"),
+    "analyze: a file": (lambda b: ["analyze", str(b["root"] / "a-file")], "a-file", "pre"),
+    "analyze: bad --sections": (lambda b: ["analyze", str(b["root"] / "a-file"), "--sections", "9"], "--sections", "pre"),
 }
+
+
+def _env(**changes):
+    env = dict(os.environ)
+    for k, v in changes.items():
+        env.pop(k, None) if v is None else env.__setitem__(k, v)
+    return env
 
 
 @pytest.mark.models
 @pytest.mark.parametrize("case", list(CASES))
 def test_input_errors_are_one_line(broken, case):
-    argv, needle = CASES[case]
-    r = subprocess.run([*CLI, *argv(broken)], capture_output=True, text=True, timeout=300)
+    make_argv, needle, when = CASES[case]
+    argv = make_argv(broken)
+    before = sorted(p.name for p in broken["root"].iterdir())
+    r = subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                       env=_env(**NO_S3_CREDENTIALS))
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    lines = [x for x in r.stderr.splitlines() if x.strip() and not x.startswith("loading ")]
-    assert "Traceback" not in r.stderr and len(lines) == 1 and lines[0].startswith("depthtraj: error: "), r.stderr
-    assert needle in lines[0], lines[0]
-    assert not (broken["root"] / "out.zarr").exists()
+    lines = r.stderr.splitlines()
+    if when == "load":  # the model was found and read: the line saying so, then the error
+        assert len(lines) == 2 and lines[0].startswith("loading huginn model from "), r.stderr
+    else:
+        assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr and lines[-1].startswith("depthtraj: error: "), r.stderr
+    assert needle in lines[-1], lines[-1]
+    assert len(lines[-1]) < 400, lines[-1]  # transformers' lists of every model type are cut
+    assert sorted(p.name for p in broken["root"].iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("command", [["collect", "--adapter", "huginn", "--model", "m", "--task", "arc_challenge",
+                                      "--data", str(ARC), "--out", "x.zarr"], ["demo", "--out", "d"]])
+def test_without_the_models_extra_collect_and_demo_name_it(tmp_path, command):
+    """A core install (no torch, no transformers): one line naming the extra, nothing written."""
+    (tmp_path / "m").mkdir()
+    for name, text in {"config.json": '{"model_type": "huginn_raven"}', "model.safetensors": "", "tokenizer.json": "{}"}.items():
+        (tmp_path / "m" / name).write_text(text)
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
+            "from depthtraj.cli import main\n"
+            f"sys.argv = ['depthtraj', *{command!r}]\nmain()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and r.stderr == ("depthtraj: error: collecting needs torch and transformers, which are "
+                                              "not installed: pip install 'depthtraj[models]'\n"), r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
 
 
 def test_a_bug_is_one_line_too(monkeypatch, capsys):

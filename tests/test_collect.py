@@ -79,13 +79,14 @@ def test_collect_validate_analyze_arc_questions(tiny_huginn, arc_test, tmp_path)
 
 
 def test_batch_size_does_not_change_scores(tiny_huginn, arc_test, tmp_path):
+    from depthtraj.collect import Source, collect
     from depthtraj.store import open_store
 
     stores = []
-    for b in (1, 5):
+    for b in (1, 5):  # in process: the property is collect's, the CLI adds nothing to it
         out = tmp_path / f"b{b}.zarr"
-        r = run_cli(*_collect_args(tiny_huginn, arc_test, out, "--limit", 10, "--depths", 3, "--precision", "fp32", "--batch-size", b))
-        assert r.returncode == 0, r.stderr
+        collect(adapter="huginn", model=tiny_huginn, sources=[Source("arc_challenge", arc_test, 10)], out=out,
+                depths=3, precision=["fp32"], batch_size=b)
         stores.append(open_store(out).score.values)
     np.testing.assert_allclose(stores[0], stores[1], rtol=0, atol=1e-5)
 
@@ -93,9 +94,12 @@ def test_batch_size_does_not_change_scores(tiny_huginn, arc_test, tmp_path):
 def test_sigkilled_collect_resumes_to_the_same_store(tiny_huginn, arc_test, tmp_path):
     from depthtraj.store import open_store
 
+    from depthtraj.collect import Source, collect
+
     args = ["--limit", 21, "--depths", 12, "--precision", "fp32", "--chunk-size", 2, "--batch-size", 2]
-    ref = tmp_path / "ref.zarr"
-    assert run_cli(*_collect_args(tiny_huginn, arc_test, ref, *args)).returncode == 0
+    ref = tmp_path / "ref.zarr"  # the uninterrupted run (in process: the same collect the CLI calls)
+    collect(adapter="huginn", model=tiny_huginn, sources=[Source("arc_challenge", arc_test, 21)], out=ref,
+            depths=12, precision=["fp32"], chunk_size=2, batch_size=2)
 
     out = tmp_path / "killed.zarr"
     proc = subprocess.Popen([*CLI, *map(str, _collect_args(tiny_huginn, arc_test, out, *args))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -130,12 +134,18 @@ def test_sigkilled_collect_resumes_to_the_same_store(tiny_huginn, arc_test, tmp_
 
 
 def test_resume_refuses_another_collection(tiny_huginn, arc_test, tmp_path):
+    from depthtraj.collect import CollectError, Source, collect
+
+    def run(limit, depths, **kw):
+        return collect(adapter="huginn", model=tiny_huginn, sources=[Source("arc_challenge", arc_test, limit)],
+                       out=out, depths=depths, **kw)
+
     out = tmp_path / "s.zarr"
-    assert run_cli(*_collect_args(tiny_huginn, arc_test, out, "--limit", 4, "--depths", 2)).returncode == 0
-    r = run_cli(*_collect_args(tiny_huginn, arc_test, out, "--limit", 4, "--depths", 3, "--resume"))
-    assert r.returncode == 2 and "endpoint" in r.stderr
-    r = run_cli(*_collect_args(tiny_huginn, arc_test, out, "--limit", 5, "--depths", 2, "--resume"))
-    assert r.returncode == 2 and "store has 4 questions" in r.stderr
+    run(4, 2)
+    with pytest.raises(CollectError, match="endpoint"):
+        run(4, 3, resume=True)
+    with pytest.raises(CollectError, match="store has 4 questions"):
+        run(5, 2, resume=True)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +157,7 @@ def test_resume_refuses_another_collection(tiny_huginn, arc_test, tmp_path):
         ("unknown adapter", lambda a, p: a.__setitem__(a.index("--adapter") + 1, "gpt9"), "unknown adapter 'gpt9'; available adapters: huginn"),
         ("unknown task", lambda a, p: a.__setitem__(a.index("--task") + 1, "hellaswag"), "unknown task 'hellaswag'"),
         ("unknown precision", lambda a, p: a.extend(["--precision", "fp8"]), "unknown precision arm 'fp8'"),
-        ("missing model", lambda a, p: a.__setitem__(a.index("--model") + 1, p / "no-model"), "no such model directory"),
+        ("missing model", lambda a, p: a.__setitem__(a.index("--model") + 1, p / "no-model"), "no-model: no such directory"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tiny_huginn, arc_test, tmp_path, case, fix, message):

@@ -222,11 +222,19 @@ def collect(
     from .collect import CollectError, Source, check_readout, parse_shard
     from .collect import collect as run_collect
 
+    bars: list[_Progress] = []  # the bar starts with the first progress report, so an input
+    # error before it (the common case) is exactly one line on stderr
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(_Progress(label).__enter__())
+        bars[0](done, total)
+
     try:
         check_readout(readout, options, arrangements)
         shard_ij = parse_shard(shard)
         label = f"{task} × {depths} steps" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]" if shard_ij else "")
-        with _Progress(label) as bar:
+        try:
             summary = run_collect(
                 adapter=adapter,
                 model=model,
@@ -243,9 +251,12 @@ def collect(
                 options=options,
                 arrangements=arrangements,
                 shard=shard_ij,
-                progress=bar,
+                progress=progress,
                 log=lambda m: typer.echo(m, err=True),
             )
+        finally:
+            if bars:
+                bars[0].__exit__(None, None, None)
     except CollectError as exc:
         fail(str(exc))
     typer.echo(summary.line(), err=True)
@@ -263,9 +274,19 @@ def demo(
     from .validate.cli import run_validate
 
     echo = lambda m: typer.echo(m, err=True)  # noqa: E731
+    bars: list[_Progress] = []  # started by the first progress report: an input error is one line
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(_Progress("demo collect").__enter__())
+        bars[0](done, total)
+
     try:
-        with _Progress("demo collect") as bar:
-            paths = run_demo(out, depths=depths, echo=echo, progress=bar)
+        try:
+            paths = run_demo(out, depths=depths, echo=echo, progress=progress)
+        finally:
+            if bars:
+                bars[0].__exit__(None, None, None)
     except CollectError as exc:
         fail(str(exc))
     echo(paths["summary"].line())

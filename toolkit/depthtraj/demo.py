@@ -35,37 +35,93 @@ def run_demo(
     echo=print,
     progress=None,
 ) -> dict[str, Path]:
-    """Run the demo into ``out``; return the paths it wrote (checkpoint, store, tables)."""
+    """Run the demo into ``out``; return the paths it wrote (checkpoint, store, tables).
+
+    Its own input (``depths``, ``precision``, ``out``, torch and transformers installed, the
+    ``huginn`` adapter registered) is checked before anything is written. The tiny checkpoint is
+    built in a temporary sibling and renamed into place, so an interrupted build never leaves a
+    checkpoint that looks complete; one left by an earlier run is reused, or rebuilt when it no
+    longer passes :func:`~depthtraj.collect.check_model`. A ``CollectError`` removes the ``out``
+    directory again when this run created it.
+
+    Raises
+    ------
+    CollectError
+        one line, nothing left behind.
+    """
     from .adapter import load_adapter_class
+    from .collect import check_model, check_models_extra, parse_precision
 
     out = Path(out)
+    if depths < 1:
+        raise CollectError(f"--depths must be >= 1, got {depths}")
+    parse_precision(precision)
     if out.exists() and not out.is_dir():
         raise CollectError(f"--out {out}: is a file; the demo writes a directory")
+    check_models_extra()
+    try:
+        adapter_cls = load_adapter_class(DEMO_ADAPTER)
+    except KeyError as exc:
+        raise CollectError(f"{exc.args[0]} (the demo needs the shipped depthtraj_adapters)") from None
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CollectError(f"--out {out}: cannot create the directory ({exc.strerror or exc})") from None
-    adapter_cls = load_adapter_class(DEMO_ADAPTER)
-    ckpt = out / "tiny-huginn"
-    if not (ckpt / "config.json").exists():
-        echo(f"building a tiny random-weight raven checkpoint in {ckpt}")
-        adapter_cls.tiny_checkpoint(ckpt)
-    store = out / "demo.zarr"
-    if store.exists():
-        shutil.rmtree(store)
-    summary = collect(
-        adapter=DEMO_ADAPTER,
-        model=ckpt,
-        sources=sample_sources(),
-        out=store,
-        depths=depths,
-        precision=precision,
-        device="cpu",
-        batch_size=8,
-        chunk_size=16,
-        progress=progress,
-    )
+    try:
+        ckpt = out / "tiny-huginn"
+        if not ckpt.exists():
+            echo(f"building a tiny random-weight raven checkpoint in {ckpt}")
+            _build_atomically(adapter_cls, ckpt)
+        else:
+            try:
+                check_model(ckpt)
+            except CollectError as exc:  # an older build broken since (a file deleted, ...)
+                echo(f"rebuilding the tiny checkpoint in {ckpt} ({str(exc).split(': ', 1)[-1]})")
+                _build_atomically(adapter_cls, ckpt)
+        store = out / "demo.zarr"
+        if store.exists():
+            shutil.rmtree(store)
+        summary = collect(
+            adapter=DEMO_ADAPTER,
+            model=ckpt,
+            sources=sample_sources(),
+            out=store,
+            depths=depths,
+            precision=precision,
+            device="cpu",
+            batch_size=8,
+            chunk_size=16,
+            progress=progress,
+        )
+    except CollectError:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     return {"checkpoint": ckpt, "store": store, "tables": out / "tables", "summary": summary}
+
+
+def _build_atomically(adapter_cls, ckpt: Path) -> None:
+    """``adapter_cls.tiny_checkpoint`` into a temporary sibling, renamed to ``ckpt`` when complete
+    (a killed build leaves only a hidden ``.tiny-huginn.tmp-*`` behind, never a half checkpoint)."""
+    import os
+    import tempfile
+
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{ckpt.name}.tmp-", dir=ckpt.parent))
+    except OSError as exc:
+        raise CollectError(f"--out {ckpt.parent}: cannot write the checkpoint ({exc.strerror or exc})") from None
+    try:
+        adapter_cls.tiny_checkpoint(tmp)
+        if ckpt.is_dir():  # an older build that no longer loads
+            shutil.rmtree(ckpt)
+        elif ckpt.exists():
+            ckpt.unlink()
+        os.replace(tmp, ckpt)
+    except OSError as exc:
+        raise CollectError(f"--out {ckpt.parent}: cannot write the checkpoint ({exc.strerror or exc})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 __all__ = ["run_demo", "sample_sources"]
