@@ -47,7 +47,7 @@ def test_json_is_the_only_thing_on_stdout():
     r = _run(ERRORS, "--format", "json")
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
-    assert list(doc) == ["store", "format_version", "level", "findings", "summary"]
+    assert list(doc) == ["store", "format_version", "level", "findings", "notes", "summary"]
     assert doc["store"] == str(ERRORS)
     assert doc["format_version"] == "1.0.0"
     assert doc["level"] == "data"

@@ -96,6 +96,7 @@ def test_report_exit_codes_and_json_shape():
             {"rule": "DT-DATA-001", "severity": "error", "path": "score[q=0]", "message": "m", "hint": "h"},
             {"rule": "DT-DATA-010", "severity": "warning", "path": "complete", "message": "m", "hint": "h"},
         ],
+        "notes": [],
         "summary": {"errors": 1, "warnings": 1},
     }
 
