@@ -589,13 +589,13 @@ def _check_out(out, *, resume: bool, shard) -> tuple[str, bool, bool]:
     out = local_path(str(out))
     remote = "://" in out
     if remote:
-        from .store import _check_protocol, _exists
+        from .store import check_protocol, store_exists
 
         if shard is not None:
             raise CollectError("--shard needs a local --out directory (atomic store creation)")
         try:
-            _check_protocol(out)
-            return out, True, bool(_exists(out))
+            check_protocol(out)
+            return out, True, bool(store_exists(out))
         except StoreError as exc:
             raise CollectError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - fsspec, aiohttp and botocore raise many types

@@ -232,7 +232,7 @@ def _protocol(path: str) -> str | None:
     return path.split("://", 1)[0].lower() if "://" in path else None
 
 
-def _check_protocol(path: str) -> None:
+def check_protocol(path: str) -> None:
     """One line when the filesystem of ``path``'s protocol cannot be used here.
 
     Raises
@@ -276,7 +276,7 @@ def _zarr_store(path: str, storage_options: Mapping[str, Any] | None = None):
 
     p = local_path(path)
     if "://" in p:
-        _check_protocol(p)
+        check_protocol(p)
         return zarr.storage.FsspecStore.from_url(p, storage_options=dict(storage_options or {}))
     return zarr.storage.LocalStore(p)
 
@@ -472,7 +472,7 @@ class TrajectoryWriter:
 
         p = str(path)
         store = _zarr_store(p, storage_options)
-        if not overwrite and _exists(p, storage_options):
+        if not overwrite and store_exists(p, storage_options):
             raise StoreError(f"{p}: already exists (use resume, or overwrite)")
         depths = list(depths) if depths is not None else list(range(1, attrs.endpoint + 1))
         ds, enc = build_template(
@@ -645,7 +645,8 @@ def used_arrangements(ds):
     return ds["arrangement_order"].isel({L.POSITION: 0}) >= 0
 
 
-def _exists(path: str, storage_options=None) -> bool:
+def store_exists(path: str, storage_options=None) -> bool:
+    """Whether anything exists at ``path`` (a local path, ``file://`` or fsspec URL)."""
     path = local_path(path)
     if "://" in path:
         import fsspec
@@ -694,8 +695,10 @@ __all__ = [
     "StoreError",
     "TrajectoryWriter",
     "build_template",
+    "check_protocol",
     "open_store",
     "question_seed",
     "read_attrs",
+    "store_exists",
     "used_arrangements",
 ]
