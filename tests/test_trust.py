@@ -211,6 +211,28 @@ def test_clean_store_is_admitted_unchanged(base):
     assert adm.n_incomplete == 0 and adm.consolidated and not adm.defects and not adm.notes
 
 
+def test_open_for_analysis_admits_the_store(store, base):
+    """The Python entry point holds the store to the same contract as ``depthtraj analyze``."""
+    from depthtraj.analysis import ExcludedQuestionsWarning, open_for_analysis
+
+    whole = open_for_analysis(base)
+    assert whole.sizes["question"] == 48 and whole.attrs["depthtraj_admission"]["n_incomplete"] == 0
+    _set_values(store, "complete", slice(10, 14), False)
+    with pytest.warns(ExcludedQuestionsWarning, match="excluded 4 of 48 questions"):
+        ds = open_for_analysis(store)
+    assert ds.sizes["question"] == 44 and "q00000010" not in ds["question"].values.tolist()
+    assert ds.attrs["depthtraj_admission"]["incomplete"][:1] == ["q00000010"]
+    assert open_for_analysis(store, check=False).sizes["question"] == 48  # explicit opt-out
+    _set_values(store, "label", 4, 9)
+    with pytest.raises(UntrustedStore, match="DT-DATA-006"):
+        open_for_analysis(store)
+    with pytest.warns(ExcludedQuestionsWarning):
+        assert open_for_analysis(store, allow_defects=True).sizes["question"] == 44
+    shutil.rmtree(f"{store}/score/c/2")  # questions 32..47, complete
+    with pytest.raises(UntrustedStore, match="missing"):
+        open_for_analysis(store, allow_defects=True)
+
+
 # -- fault injection: never a traceback, never a silently wrong number -----------------------------
 #: Rules on arrays `analyze --sections 3,4` never reads (or, for DT-DATA-004, reads only in §6):
 #: a store breaking only these may be analysed.

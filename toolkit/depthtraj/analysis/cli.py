@@ -22,7 +22,7 @@ import numpy as np
 from .. import layout as L
 from .aggregate import ladder_totals_cells
 from .passes import finish_pass, pass_estimates, store_pass
-from .geometry import open_for_analysis, score_of
+from .geometry import _open_admitted, score_of
 from .grid import Grid, parse_grid, resolve_endpoint
 from .compare import format_table, shared_questions, text_variants_table
 from .inputs import BY, normalized_score, parse_selections, readout_info, select_questions
@@ -482,7 +482,7 @@ def run_analyze(
     (:data:`depthtraj.trust.DEFECT_RULES`) refuse the store unless ``allow_defects``.
     """
     from ..store import StoreError
-    from ..trust import UntrustedStore, admit, defect_line, locate_undecodable
+    from ..trust import UntrustedStore, defect_line, locate_undecodable
 
     if fmt not in FORMATS:
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -511,13 +511,9 @@ def run_analyze(
         for path in stores:
             # attrs, structure, complete, chunk presence, metadata defects, and the data rules
             # of what the requested tables read beside score
-            adm = admit(path, reads=_reads(path, wanted))
-            if adm.defects and not allow_defects:
-                raise UntrustedStore(defect_line(str(path), adm.defects, allowed=False))
+            # (refused unless --allow-defects); incomplete questions excluded, reported below;
             # lazy per-question coordinates, whole analysis chunks
-            ds = open_for_analysis(path, consolidated=adm.consolidated)
-            if adm.n_incomplete:  # never analysed silently: excluded, counted, reported
-                ds = ds.isel({L.QUESTION: np.flatnonzero(adm.complete)})
+            ds, adm = _open_admitted(path, reads=_reads(path, wanted), allow_defects=allow_defects)
             admitted[str(path)] = adm
             opened.append((str(path), ds))
         text = [p for p, ds in opened if readout_info(ds)["kind"] == "text"]

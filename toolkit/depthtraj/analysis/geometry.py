@@ -135,27 +135,91 @@ def canonical_chunks(n: int, rows: int) -> tuple[int, ...]:
     return (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
 
 
-def open_for_analysis(path, **kwargs):
-    """A store opened as the analyses read it: :func:`~depthtraj.store.open_store` without a
-    question index (per-question coordinates stay lazy), in the canonical analysis chunks of
-    :func:`analysis_rows`, each read straight from the store. ``kwargs`` go to ``open_store`` (e.g. ``storage_options``).
+class ExcludedQuestionsWarning(UserWarning):
+    """:func:`open_for_analysis` left out the store's incomplete questions (``complete`` false,
+    ``DT-DATA-010``); the message names how many and the first ids."""
+
+
+def open_for_analysis(path, *, check: bool = True, allow_defects: bool = False,
+                      reads=(), storage_options=None, **kwargs):
+    """A store opened as the analyses read it, after the checks the numbers depend on.
+
+    With ``check`` (the default) the store is first admitted (:func:`depthtraj.trust.admit`,
+    spec §6 "What analyses check", the same checks as ``depthtraj analyze``): attrs and
+    structure in full (format major, every array's dims, dtype, shape, chunking), every data
+    chunk under a complete question present, the per-question metadata decodable and within
+    its data rules. **Incomplete questions are excluded** (``complete`` false): the returned
+    dataset holds the complete questions only, and an :class:`ExcludedQuestionsWarning` says
+    how many were left out. The admission is kept in ``ds.attrs["depthtraj_admission"]``
+    (``n_questions``, ``n_complete``, ``n_incomplete``, ``incomplete``, ``notes``, as in the
+    analysis JSON's ``inputs``). Score-level defects (``DT-DATA-001..003``) are not read here
+    (that would read every trajectory): ``depthtraj analyze`` counts them inside its pass, and
+    :func:`depthtraj.trust.score_defects` counts them lazily for Python callers.
+
+    The dataset comes from :func:`~depthtraj.store.open_store` without a question index
+    (per-question coordinates stay lazy), in the canonical analysis chunks of
+    :func:`analysis_rows`, each read straight from the store.
+
+    Parameters
+    ----------
+    check
+        False opens the store unchecked and whole (incomplete questions included): for tools
+        that inspect broken stores, never for numbers.
+    allow_defects
+        analyse a store with metadata defects (``DT-DATA-005..009``) as stored instead of
+        refusing it (``depthtraj analyze --allow-defects``).
+    reads
+        further arrays the caller will read beside ``score`` (``"logsumexp"``, the text
+        components ``"logprob_sum"``, ``"n_tokens"``, ``"n_chars"``): their data rules are
+        checked too.
+    storage_options, **kwargs
+        passed to ``open_store`` (fsspec options for remote stores).
 
     Raises
     ------
     depthtraj.store.StoreError
-        when the path does not exist or is not a zarr group.
+        when the path does not exist or is not a zarr v3 group.
+    depthtraj.trust.UntrustedStore
+        (a ``StoreError``) one line naming the store and the rule, array or chunk: an attrs or
+        structure error, another format major, a missing or undecodable chunk, no complete
+        question, or metadata defects without ``allow_defects``.
     """
+    ds, _ = _open_admitted(path, check=check, allow_defects=allow_defects, reads=reads,
+                           storage_options=storage_options, warn=True, **kwargs)
+    return ds
+
+
+def _open_admitted(path, *, check=True, allow_defects=False, reads=(), storage_options=None,
+                   warn=False, **kwargs):
+    """(dataset, Admission or None): :func:`open_for_analysis` and the admission behind it
+    (``depthtraj analyze`` reports the admission itself instead of warning)."""
     import warnings
 
     from ..store import open_store
+    from ..trust import UntrustedStore, admit, defect_line
 
+    adm = None
+    if storage_options is not None:
+        kwargs["storage_options"] = storage_options
+    if check:
+        adm = admit(path, storage_options=storage_options, reads=reads)
+        if adm.defects and not allow_defects:
+            raise UntrustedStore(defect_line(str(path), adm.defects, allowed=False))
+        kwargs.setdefault("consolidated", adm.consolidated)
     ds = open_store(path, question_index=False, **kwargs)
     rows = analysis_rows(ds)
-    if rows is None or ds["score"].chunks is None or ds["score"].chunks[0] == canonical_chunks(ds.sizes[L.QUESTION], rows):
-        return ds
-    with warnings.catch_warnings():  # analysis chunks that straddle stored ones are read whole
-        warnings.filterwarnings("ignore", message=".*separate the stored chunks.*")
-        return open_store(path, question_index=False, chunks=rows, **kwargs)
+    if not (rows is None or ds["score"].chunks is None
+            or ds["score"].chunks[0] == canonical_chunks(ds.sizes[L.QUESTION], rows)):
+        with warnings.catch_warnings():  # analysis chunks that straddle stored ones are read whole
+            warnings.filterwarnings("ignore", message=".*separate the stored chunks.*")
+            ds = open_store(path, question_index=False, chunks=rows, **kwargs)
+    if adm is not None:
+        if adm.n_incomplete:  # never analysed silently: excluded, counted, reported
+            ds = ds.isel({L.QUESTION: np.flatnonzero(adm.complete)})
+            if warn:
+                warnings.warn(adm.exclusion_line(), ExcludedQuestionsWarning, stacklevel=3)
+        ds.attrs["depthtraj_admission"] = adm.to_json()
+    return ds, adm
 
 
 def score_of(obj):
