@@ -356,3 +356,26 @@ def test_store_mutations_raise_what_the_rules_name(base, tmp_path_factory, data)
     missed = expect - _rules(report)
     assert not missed, (kind, missed, [(f.rule, f.path, f.message) for f in report.findings][:5])
     _renders(p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "d", "ab", "é", "q-1", "q-10", "x" * 40]),
+                max_size=30),
+       st.sampled_from(["string", "object"]))
+def test_repeated_question_ids_found_alike_with_and_without_pandas(values, kind):
+    """DT-STRUCT-007's duplicate search hashes (pandas loaded) or sorts (plain validate): both
+    must find exactly the positions whose id occurs more than once."""
+    import sys
+
+    import pandas  # noqa: F401 - the hashing path
+
+    from depthtraj.validate.structure import repeated_positions
+
+    keys = np.array(values, dtype=np.dtypes.StringDType() if kind == "string" else object)
+    expected = [i for i, v in enumerate(values) if values.count(v) > 1]
+    assert repeated_positions(keys).tolist() == expected  
+    saved = sys.modules.pop("pandas")
+    try:
+        assert repeated_positions(keys).tolist() == expected
+    finally:
+        sys.modules["pandas"] = saved

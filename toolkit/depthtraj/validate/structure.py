@@ -8,6 +8,7 @@ Reads every array's metadata and the values of the small coordinates (``question
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 
 import numpy as np
@@ -45,6 +46,28 @@ def _sizes(ctx: Context) -> None:
             if info is not None and info.dims and dim in info.dims:
                 ctx.sizes[dim] = info.shape[info.dims.index(dim)]
                 break
+
+
+def repeated_positions(keys: np.ndarray) -> np.ndarray:
+    """Positions of the values of the 1-D array ``keys`` that occur more than once (ascending).
+
+    Hashes with pandas when the process has it loaded already (every analysis does: about 3x
+    faster than sorting 10^6 strings), else sorts with NumPy (no 0.2 s pandas import for a
+    plain ``depthtraj validate``). Both give the same positions.
+    """
+    if "pandas" in sys.modules:
+        import pandas as pd
+
+        return np.flatnonzero(pd.Index(keys).duplicated(keep=False))
+    if keys.size == 0:
+        return np.zeros(0, dtype=np.intp)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    same = ordered[1:] == ordered[:-1]
+    hit = np.zeros(keys.size, dtype=bool)
+    hit[1:] |= same
+    hit[:-1] |= same
+    return np.sort(order[hit])
 
 
 def check_structure(ctx: Context, col: Collector) -> None:
@@ -238,11 +261,12 @@ def check_structure(ctx: Context, col: Collector) -> None:
             what="empty question ids",
         )
         keys = ids if ids.dtype.kind in "UT" else np.array([str(i) for i in ids], dtype=object)
-        uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-        dup = np.flatnonzero(counts > 1)
+        repeated = repeated_positions(keys)
+        uniq, inverse, counts = np.unique(keys[repeated], return_inverse=True, return_counts=True)
+        dup = np.arange(uniq.size)
         show = col.limited("DT-STRUCT-007", "question-duplicates", int(dup.size), "duplicated question ids")
         for u in dup[:show]:
-            where = np.flatnonzero(inverse == u)
+            where = repeated[np.flatnonzero(inverse.ravel() == u)]
             col.add(
                 "DT-STRUCT-007", f"question[q={int(where[0])}]",
                 f"question id {str(uniq[u])!r} occurs {int(counts[u])} times (q = "
