@@ -373,7 +373,7 @@ def test_repeated_question_ids_found_alike_with_and_without_pandas(values, kind)
 
     keys = np.array(values, dtype=np.dtypes.StringDType() if kind == "string" else object)
     expected = [i for i, v in enumerate(values) if values.count(v) > 1]
-    assert repeated_positions(keys).tolist() == expected  
+    assert repeated_positions(keys).tolist() == expected
     saved = sys.modules.pop("pandas")
     try:
         assert repeated_positions(keys).tolist() == expected

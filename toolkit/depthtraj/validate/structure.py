@@ -263,9 +263,8 @@ def check_structure(ctx: Context, col: Collector) -> None:
         keys = ids if ids.dtype.kind in "UT" else np.array([str(i) for i in ids], dtype=object)
         repeated = repeated_positions(keys)
         uniq, inverse, counts = np.unique(keys[repeated], return_inverse=True, return_counts=True)
-        dup = np.arange(uniq.size)
-        show = col.limited("DT-STRUCT-007", "question-duplicates", int(dup.size), "duplicated question ids")
-        for u in dup[:show]:
+        show = col.limited("DT-STRUCT-007", "question-duplicates", int(uniq.size), "duplicated question ids")
+        for u in range(show):
             where = repeated[np.flatnonzero(inverse.ravel() == u)]
             col.add(
                 "DT-STRUCT-007", f"question[q={int(where[0])}]",
