@@ -88,7 +88,7 @@ def _child(args) -> dict:
         out["seconds_stored_chunks"] = time.perf_counter() - t
         # every input the §3–4 pass reads (scores and the per-question columns K, A_q, label and
         # cell), decompressed and touched, with no arithmetic: the floor of any pass
-        from depthtraj.analysis.questions import question_columns
+        from depthtraj.analysis.core.questions import question_columns
 
         cols = question_columns(score, by="task", within=())
         cols.pop("id")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from depthtraj.analysis.tables import SCHEMA
+from depthtraj.analysis.core.tables import SCHEMA
 
 
 def test_help_imports_nothing_heavy():

@@ -1,10 +1,10 @@
 """The pre-numba NumPy chunk kernels of §4, frozen as the oracle of the compiled ones.
 
 A verbatim copy (apart from this header and the imports) of the pure-NumPy implementations of
-``depthtraj.analysis.correctness.correctness_kernel`` and ``depthtraj.analysis.dynamics``'s
+``depthtraj.analysis.dynamics.correctness.correctness_kernel`` and ``depthtraj.analysis.dynamics``'s
 ``increments_kernel``, ``promotion_kernel``, ``permutation_kernel`` and ``dynamics_kernel``
 (with their private helpers) as they stood before those kernels were compiled with numba
-(:mod:`depthtraj.analysis.kernels_dynamics`). ``tests/analysis/test_kernels_dynamics.py``
+(:mod:`depthtraj.analysis.dynamics.kernels`). ``tests/analysis/test_kernels_dynamics.py``
 checks that the compiled kernels reproduce these outputs; do not "fix" this file, it is the
 behaviour being preserved. The promotion kernel reads the §3 ladder through
 :func:`depthtraj.analysis.geometry._ladder_kernel` (itself tested against the exact reference in
@@ -18,8 +18,8 @@ import itertools
 
 import numpy as np
 
-from depthtraj.analysis.dynamics import INCREMENT_VARS, PERMUTATION_VARS, RHO_BINS, _PERM_BUDGET, _TRANS
-from depthtraj.analysis.geometry import _ladder_kernel
+from depthtraj.analysis.dynamics.increments import INCREMENT_VARS, PERMUTATION_VARS, RHO_BINS, _PERM_BUDGET, _TRANS
+from depthtraj.analysis.geometry.ladder import _ladder_kernel
 
 __all__ = ["correctness_kernel", "dynamics_kernel", "increments_kernel", "permutation_kernel", "promotion_kernel"]
 
@@ -225,7 +225,7 @@ def _promotion_rule(unique, L_q, L_raw):
 def _grid_ladder(s, K, grid_idx, endpoint_idx):
     """The §3 ladder at grid depths: dict var -> ``[q, A, P, G]`` (via geometry's kernel), and
     ``ok_T`` ``[q, A, P]`` (K ≥ 2 and finite scores at T)."""
-    from depthtraj.analysis.geometry import LADDER_VARS
+    from depthtraj.analysis.geometry.ladder import LADDER_VARS
 
     s = np.asarray(s)
     K = np.asarray(K).astype(np.int64)

@@ -15,7 +15,7 @@ from depthtraj.analysis import (
     ladder_cells,
     question_summary,
 )
-from depthtraj.analysis.aggregate import INCREMENTS, compute_together
+from depthtraj.analysis import INCREMENTS, compute_together
 from depthtraj.store import open_store
 
 from .reference_dynamics import labelled
@@ -125,7 +125,7 @@ def test_one_pass_equals_the_public_functions(case):
     # earliest_depths per grid, its bootstrap sums = W @ summaries, its ladder totals =
     # ladder_cells, its D_j histogram = depth_cdf; on random stores (including empty grids).
     from depthtraj.analysis import Grid, cell_labels, depth_cdf, finish_pass, ladder_totals_cells, score_of, store_pass
-    from depthtraj.analysis.passes import GEOMETRY_COLUMNS
+    from depthtraj.analysis.engine import GEOMETRY_COLUMNS
 
     ds = case.dataset()
     below = [t for t in case.depths if t < case.T]
@@ -198,9 +198,9 @@ def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn, native):
     # correctness_summary + cell_values (means, ratios, sums), and their bootstrap sums are the
     # Poisson-weighted sums of the same per-question summaries.
     from depthtraj.analysis import Grid, cell_labels, finish_pass, score_of, store_pass
-    from depthtraj.analysis import correctness as corr
-    from depthtraj.analysis import dynamics as dyn
-    from depthtraj.analysis.passes import pass_statistic
+    from depthtraj.analysis.dynamics import correctness as corr
+    from depthtraj.analysis.dynamics import increments as dyn
+    from depthtraj.analysis.engine import pass_statistic
 
     case, labels, _ = drawn
     ds = case.dataset().assign_coords(label=("question", labels.astype(np.int8)))

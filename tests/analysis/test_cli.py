@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from depthtraj.analysis.cli import run_analyze
-from depthtraj.analysis.tables import SCHEMA
+from depthtraj.analysis.core.tables import SCHEMA
 from depthtraj.cli import app
 
 
@@ -222,7 +222,7 @@ def test_format_comparison_of_two_stores(capsys, small_store, tmp_path):
 def test_energy_tables_match_the_lazy_functions(capsys, small_store):
     # §5 tables from the pass = the lazy energy functions' cell values; shares sum to 100 %;
     # pd:eq:weight: D_pool - D_eq is the table's weight, draw by draw (so also its point value)
-    from depthtraj.analysis import energy
+    from depthtraj.analysis.composition import energy
     from depthtraj.store import open_store
 
     code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=50,
@@ -254,7 +254,7 @@ def test_energy_tables_match_the_lazy_functions(capsys, small_store):
 def test_marginal_table_matches_the_lazy_function(capsys, small_store):
     # pd:app:tab:marginal: the pass's Ξ_obs equals marginal_covariance's; the permutation
     # estimate agrees with the exact reference within a few Monte-Carlo errors
-    from depthtraj.analysis.marginal import marginal_covariance
+    from depthtraj.analysis.composition.marginal import marginal_covariance
     from depthtraj.store import open_store
 
     code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=50, permutations=400)
@@ -274,7 +274,7 @@ def test_marginal_table_matches_the_lazy_function(capsys, small_store):
 def test_section6_checks(capsys, small_store):
     # pd:app:scale: the residual tables equal the lazy function's cells; at α = 1 the LSE centre
     # residual is a share in [0, 1]; vocabulary invariance holds to rounding (logsumexp stored)
-    from depthtraj.analysis.scale import centre_residual
+    from depthtraj.analysis.sensitivity.scale import centre_residual
     from depthtraj.store import open_store
 
     code, out, err = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0)

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from depthtraj.analysis import ladder
-from depthtraj.analysis.aggregate import compute_together
-from depthtraj.analysis.correctness import (
+from depthtraj.analysis import compute_together
+from depthtraj.analysis.dynamics.correctness import (
     CELL_STATISTICS,
     CORRECTNESS_VARS,
     TRANSITIONS,
@@ -271,7 +271,7 @@ def test_lazy_until_computed(small_store):
     for obj in objs:
         for v in (obj.data_vars if isinstance(obj, xr.Dataset) else [None]):
             assert (obj[v] if v else obj).chunks is not None, v
-    from depthtraj.analysis.geometry import score_of
+    from depthtraj.analysis import score_of
 
     assert summ["acc"].chunks[0] == score_of(ds).chunks[0]  # one task per analysis question chunk
     with pytest.raises(AssertionError, match="score chunk was computed"):

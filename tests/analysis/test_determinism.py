@@ -18,7 +18,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from depthtraj.analysis import geometry
+from depthtraj.analysis.core import data
 from depthtraj.analysis.cli import run_analyze
 
 ARGS = dict(grids=["quarter", "native"], bootstrap=200, seed=3, fmt="json", permutations=50)
@@ -74,8 +74,8 @@ def two_analysis_chunks(stores, monkeypatch):
     inside and across them."""
     ds = xr.open_zarr(stores[0], consolidated=True, zarr_format=3)
     per_question = int(np.prod(ds["score"].shape[1:])) * ds["score"].dtype.itemsize
-    monkeypatch.setattr(geometry, "CHUNK_BYTES", 40 * per_question)
-    assert geometry.analysis_rows(ds) == 32
+    monkeypatch.setattr(data, "CHUNK_BYTES", 40 * per_question)
+    assert data.analysis_rows(ds) == 32
 
 
 def test_same_bytes_across_schedulers_and_store_chunkings(capsys, stores, two_analysis_chunks):

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from depthtraj.analysis import earliest_depths
-from depthtraj.analysis.aggregate import compute_together
-from depthtraj.analysis.correctness import cell_values
-from depthtraj.analysis.dynamics import (
+from depthtraj.analysis import compute_together
+from depthtraj.analysis.dynamics.correctness import cell_values
+from depthtraj.analysis.dynamics.increments import (
     CELL_STATISTICS,
     DYNAMICS_VARS,
     RHO_BINS,
@@ -362,7 +362,7 @@ def test_lazy_until_computed(small_store):
         for v in (obj.data_vars if isinstance(obj, xr.Dataset) else [None]):
             x = obj[v] if v else obj
             assert x.chunks is not None, v
-    from depthtraj.analysis.geometry import score_of
+    from depthtraj.analysis import score_of
 
     assert objs[0]["p_perm"].chunks[0] == score_of(ds).chunks[0]  # one task per analysis question chunk  # per question chunk
     with pytest.raises(AssertionError, match="score chunk was computed"):

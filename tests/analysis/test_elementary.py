@@ -1,4 +1,4 @@
-"""The branch-free exp/log of the LSE centre against NumPy's libm (:mod:`depthtraj.analysis.elementary`)."""
+"""The branch-free exp/log of the LSE centre against NumPy's libm (:mod:`depthtraj.analysis.core.elementary`)."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from depthtraj.analysis.elementary import EXP_FLOOR, exp_nonpos, log_ge1
+from depthtraj.analysis.core.elementary import EXP_FLOOR, exp_nonpos, log_ge1
 
 
 @njit(error_model="numpy")

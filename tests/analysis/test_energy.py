@@ -12,8 +12,8 @@ import xarray as xr
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from depthtraj.analysis.aggregate import compute_together
-from depthtraj.analysis.energy import (
+from depthtraj.analysis import compute_together
+from depthtraj.analysis.composition.energy import (
     CELL_STATISTICS,
     ENERGY_FIELDS,
     SHARE_PARTS,
@@ -326,7 +326,7 @@ def test_bad_arguments_raise(small_store):
 
 
 def test_lazy_until_computed(small_store):
-    from depthtraj.analysis.geometry import score_of
+    from depthtraj.analysis import score_of
 
     ds = xr.open_zarr(small_store)
     summ = energy_summary(ds)

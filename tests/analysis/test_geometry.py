@@ -18,7 +18,7 @@ from depthtraj.analysis import (
     ladder_cells,
     question_summary,
 )
-from depthtraj.analysis.aggregate import compute_together
+from depthtraj.analysis import compute_together
 
 from .reference import FLOATS, METHODS, ref_area, ref_area_sparse, ref_earliest, ref_ladder
 from .strategies import cases
@@ -305,14 +305,14 @@ def test_lazy_until_computed(small_store):
     assert lad["m"].chunks[0] == score_of(ds).chunks[0] == (64,)
     assert D["D_q"].chunks[0] == score_of(ds).chunks[0]
     big = score_of(ds.score.chunk({"question": 16}), )
-    from depthtraj.analysis import geometry
+    from depthtraj.analysis.core import data
 
-    old = geometry.CHUNK_BYTES
-    geometry.CHUNK_BYTES = 16 * 8 * 5 * 2 * 2 * 4  # 16 questions of this store per chunk
+    old = data.CHUNK_BYTES
+    data.CHUNK_BYTES = 16 * 8 * 5 * 2 * 2 * 4  # 16 questions of this store per chunk
     try:
         assert score_of(ds).chunks[0] == (16, 16, 16, 16)  # store chunks already at the target
     finally:
-        geometry.CHUNK_BYTES = old
+        data.CHUNK_BYTES = old
     assert big.chunks[0] == (64,)
     with pytest.raises(AssertionError, match="score chunk was computed"):
         depth_area(D).compute()

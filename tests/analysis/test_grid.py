@@ -2,7 +2,7 @@
 
 import pytest
 
-from depthtraj.analysis.grid import Grid, format_depths, parse_grid, quarter_depths, resolve_endpoint
+from depthtraj.analysis.core.grid import Grid, format_depths, parse_grid, quarter_depths, resolve_endpoint
 
 ALL32 = list(range(1, 33))
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depthtraj.analysis.cli import run_analyze
-from depthtraj.analysis.inputs import normalized_score, parse_selections, readout_info, select_questions
+from depthtraj.analysis.core.inputs import normalized_score, parse_selections, readout_info, select_questions
 from depthtraj.store import open_store
 from depthtraj.testing import synthetic_store
 

@@ -1,4 +1,4 @@
-"""The compiled §4 kernels (:mod:`depthtraj.analysis.kernels_dynamics`) against the NumPy
+"""The compiled §4 kernels (:mod:`depthtraj.analysis.dynamics.kernels`) against the NumPy
 kernels they replaced (frozen in ``reference_numpy_kernels.py``), on random stores with every
 awkward feature (variable K with NaN padding, unused arrangements, incomplete questions,
 unknown labels, exact ties, pure translations, sparse depth sets, empty grids), plus the
@@ -42,9 +42,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from depthtraj.analysis import kernels_dynamics as kd
-from depthtraj.analysis.correctness import correctness_kernel
-from depthtraj.analysis.dynamics import (
+from depthtraj.analysis.dynamics import kernels as kd
+from depthtraj.analysis.dynamics.correctness import correctness_kernel
+from depthtraj.analysis.dynamics.increments import (
     DYNAMICS_VARS,
     RHO_BINS,
     RHO_EDGES,

@@ -13,9 +13,9 @@ import pytest
 import xarray as xr
 from hypothesis import HealthCheck, assume, given, settings
 
-from depthtraj.analysis.aggregate import compute_together
-from depthtraj.analysis.energy import cell_statistics
-from depthtraj.analysis.marginal import (
+from depthtraj.analysis import compute_together
+from depthtraj.analysis.composition.energy import cell_statistics
+from depthtraj.analysis.composition.marginal import (
     CELL_STATISTICS,
     marginal_covariance,
     marginal_groups,
@@ -170,7 +170,7 @@ def test_bad_arguments_raise(small_store):
 
 
 def test_lazy_until_computed(small_store):
-    from depthtraj.analysis.geometry import score_of
+    from depthtraj.analysis import score_of
 
     ds = xr.open_zarr(small_store)
     summ = marginal_summary(ds)

@@ -1,4 +1,4 @@
-"""Per-question inputs read chunk by chunk (:mod:`depthtraj.analysis.questions`): the pass never
+"""Per-question inputs read chunk by chunk (:mod:`depthtraj.analysis.core.questions`): the pass never
 holds a whole per-question column, and its results do not depend on how questions are chunked."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_pass_does_not_depend_on_chunking_or_the_index(small_store, chunk):
 
 
 def test_cells_and_groups_are_in_order_of_first_appearance():
-    from depthtraj.analysis.questions import group_name, local_codes, merge_keys
+    from depthtraj.analysis.core.questions import group_name, local_codes, merge_keys
 
     cols = {"cell": np.array(["b", "a", "b", "c"], dtype=object), "within:subject": np.array(["x", "y", "x", "x"]),
             "K": np.array([4, 4, 4, 5]), "A": np.array([1, 1, 1, 1])}
@@ -64,7 +64,7 @@ def test_cells_and_groups_are_in_order_of_first_appearance():
 
 def test_marginal_groups_match_a_plain_loop(small_store):
     from depthtraj.analysis import score_of
-    from depthtraj.analysis.marginal import marginal_groups
+    from depthtraj.analysis.composition.marginal import marginal_groups
 
     ds = open_store(small_store)
     score = score_of(ds)
@@ -84,12 +84,13 @@ def test_open_for_analysis_reads_canonical_chunks(small_store, monkeypatch):
     # analysis chunks are a power of two of questions fitting CHUNK_BYTES, whatever the stored
     # chunks (16 here), each read straight from the store: every per-question coordinate
     # chunked alike, the same pass results as in the stored chunks
-    from depthtraj.analysis import geometry, open_for_analysis, score_of
+    from depthtraj.analysis import open_for_analysis, score_of
+    from depthtraj.analysis.core import data
 
     ds = open_store(small_store, question_index=False)
     per_question = int(np.prod(ds["score"].shape[1:])) * ds["score"].dtype.itemsize
-    monkeypatch.setattr(geometry, "CHUNK_BYTES", 40 * per_question)  # room for 2.5 stored chunks
-    assert geometry.analysis_rows(ds) == 32  # the power of two below 40
+    monkeypatch.setattr(data, "CHUNK_BYTES", 40 * per_question)  # room for 2.5 stored chunks
+    assert data.analysis_rows(ds) == 32  # the power of two below 40
     opened = open_for_analysis(small_store)
     assert "question" not in opened.indexes
     score = score_of(opened)
@@ -102,8 +103,8 @@ def test_open_for_analysis_reads_canonical_chunks(small_store, monkeypatch):
     np.testing.assert_allclose(got.boot_sums, ref.boot_sums, rtol=1e-12)
     # a selection keeps the canonical cuts: chunks of 32 over the selected questions
     assert score_of(opened.isel(question=np.arange(3, 64))).chunks[0] == (32, 29)
-    monkeypatch.setattr(geometry, "CHUNK_BYTES", 16 * per_question)  # the stored chunk is the analysis chunk
-    assert geometry.analysis_rows(ds) == 16
+    monkeypatch.setattr(data, "CHUNK_BYTES", 16 * per_question)  # the stored chunk is the analysis chunk
+    assert data.analysis_rows(ds) == 16
     assert score_of(open_for_analysis(small_store)).chunks[0] == (16,) * 4
 
 
@@ -114,7 +115,7 @@ def test_key_factorisation_matches_a_plain_loop(kind):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from depthtraj.analysis.questions import _factorize
+    from depthtraj.analysis.core.questions import _factorize
 
     @settings(max_examples=60, deadline=None)
     @given(st.lists(st.integers(0, 12), max_size=300), st.integers(1, 12))
@@ -155,7 +156,7 @@ def test_a_pass_without_geometry_gives_the_same_later_sections(small_store, draw
         np.testing.assert_array_equal(c, f[1], err_msg=name)
         np.testing.assert_allclose(bs, f[2], rtol=1e-6, err_msg=name)
         np.testing.assert_allclose(bc, f[3], rtol=1e-6, err_msg=name)
-    from depthtraj.analysis.passes import ENERGY_SUM, SCALE_SUM
+    from depthtraj.analysis.engine import ENERGY_SUM, SCALE_SUM
 
     assert set(part.extra["sum"]) == {f"int_{v}" for v in ENERGY_SUM} | set(SCALE_SUM)
     for name, (s, c) in part.extra["sum"].items():

@@ -13,9 +13,9 @@ import xarray as xr
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from depthtraj.analysis.aggregate import compute_together
-from depthtraj.analysis.energy import energies
-from depthtraj.analysis.scale import (
+from depthtraj.analysis import compute_together
+from depthtraj.analysis.composition.energy import energies
+from depthtraj.analysis.sensitivity.scale import (
     DEFAULT_ALPHAS,
     centre_residual,
     centre_residual_summary,
@@ -190,7 +190,7 @@ def test_text_store_roundtrip(tmp_path):
 # precision arms
 # ----------------------------------------------------------------------------------------------
 def test_precision_arms_compose_with_tau(small_store):
-    from depthtraj.analysis.dynamics import tau
+    from depthtraj.analysis.dynamics.increments import tau
 
     ds = xr.open_zarr(small_store)
     res = precision_arms(ds, reference="bf16").compute()
@@ -222,7 +222,7 @@ def test_bad_arguments_raise(small_store):
 
 
 def test_lazy_until_computed(small_store):
-    from depthtraj.analysis.geometry import score_of
+    from depthtraj.analysis import score_of
 
     ds = xr.open_zarr(small_store)
     summ = centre_residual_summary(ds)
@@ -236,7 +236,7 @@ def test_the_pass_gives_the_centre_residual_cells(small_store):
     # the CLI's scale table comes from the store pass (no second read): the same cells as the
     # lazy centre_residual
     from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
-    from depthtraj.analysis.scale import centre_residual_cells
+    from depthtraj.analysis.sensitivity.scale import centre_residual_cells
 
     ds = xr.open_zarr(small_store)
     rec = [int(t) for t in ds.depth.values]

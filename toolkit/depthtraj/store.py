@@ -289,7 +289,7 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     whole); an int gives dask chunks of that many questions, each read straight from the store
     (one read per task spanning several stored chunks, no concatenating rechunk); whole
     multiples of the stored chunk avoid decompressing a stored chunk twice (see
-    :func:`depthtraj.analysis.geometry.analysis_rows`).
+    :func:`depthtraj.analysis.core.data.analysis_rows`).
 
     ``question_index=False`` leaves the question ids lazy like every other per-question
     coordinate: nothing as long as the store is loaded (the analyses open stores this way), at

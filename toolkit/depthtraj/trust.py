@@ -345,7 +345,7 @@ def score_defects(score, *, positive: bool = True):
     score
         dask-backed ``score`` (question, depth, candidate, arrangement, precision; nats) with
         the per-question coordinates ``n_candidates`` (K) and ``n_arrangements`` (A_q), as
-        :func:`depthtraj.analysis.geometry.score_of` returns it. Computing the result together
+        :func:`depthtraj.analysis.core.data.score_of` returns it. Computing the result together
         with a pass over the same ``score`` (one ``dask.compute``) reads every chunk once.
     positive
         also count scores above 0 (``DT-DATA-003``; log-probabilities and normalised

@@ -1,53 +1,47 @@
 """Analyses of *Prediction Dynamics in Depth-Recurrent Language Models*, lazily over any store.
 
-One module per concern, each function one lazy xarray transformation named after the paper's
-quantity and citing its label:
+The package is laid out by the paper's sections (see ``ARCHITECTURE.md`` at the repository
+root for the rooms and the data flow):
 
-* :mod:`.geometry` (§3 ``sec:geometry``): :func:`ladder` (m, h, R, radii, bounds, slacks),
-  :func:`earliest_depths` / :func:`earliest_from_ladder` (D_j), :func:`depth_cdf` (F_j),
-  :func:`depth_area` (W_j, dense and sparse forms);
-* :mod:`.grid`: candidate depth sets 𝒯 (``quarter``, ``native``, lists, ranges);
-* :mod:`.aggregate`: arrangement-then-question averaging (:func:`question_summary`), cells
-  (model × task × precision; :func:`ladder_cells`, :func:`cell_estimates`) and the paired
-  whole-question (Poisson) bootstrap;
-* :mod:`.kernels`: the compiled per-trajectory kernels every code path shares;
-* :mod:`.passes`: :func:`store_pass`, the one memory-bounded pass over a store that the CLI
-  uses (per-question summaries reduced chunk by chunk to cell totals and bootstrap sums);
-* :mod:`.tables`: the tables and their rich / CSV / JSON renderers;
-* :mod:`.cli`: ``depthtraj analyze``.
+* :mod:`.core` — the shared lower layer: opening a store as the analyses read it
+  (:func:`open_for_analysis`, :func:`score_of`), grids, inputs, per-question columns, cells,
+  the paired whole-question bootstrap, tables and their renderers. It imports no section.
+* :mod:`.engine` — the one memory-bounded pass over a store (:func:`store_pass`): it runs the
+  pass parts the sections register, reduces per-question summaries to cell sums and bootstrap
+  sums chunk by chunk, and builds the requested tables. It names no section.
+* :mod:`.geometry` (§3), :mod:`.dynamics` (§4), :mod:`.composition` (§5),
+  :mod:`.sensitivity` (§6) — each holds its compiled kernels, its lazy xarray functions, and
+  registers its pass parts and tables with the engine.
+* :mod:`.cli` — ``depthtraj analyze``: options and rendering only.
 
 Units: scores, margins, radii, bounds and slacks in nats; depth areas and shares as fractions
 in the API and percent (increments: percentage points) in tables.
 """
 
-from .aggregate import (
-    INCREMENTS,
-    SUMMARY_VARS,
-    bootstrap_means,
-    bootstrap_weights,
-    cell_estimates,
-    cell_labels,
-    compute_together,
-    ladder_cells,
-    ladder_totals_cells,
-    percentile_interval,
-    question_summary,
-)
-from .passes import PassResult, finish_pass, pass_estimates, question_keys, store_pass
+from . import compat
+from .core.bootstrap import bootstrap_means, bootstrap_weights, percentile_interval, question_keys
+from .core.cells import cell_labels, compute_together
+from .core.data import ExcludedQuestionsWarning, open_for_analysis, score_of
+from .core.grid import Grid, format_depths, native_grid, parse_grid, quarter_depths, resolve_endpoint
+from .engine import PassResult, finish_pass, pass_estimates, store_pass
 from .geometry import (
     BOUNDS,
     DEPTH_METHODS,
+    INCREMENTS,
     LADDER_VARS,
-    ExcludedQuestionsWarning,
+    SUMMARY_VARS,
+    cell_estimates,
     depth_area,
     depth_cdf,
     earliest_depths,
     earliest_from_ladder,
     ladder,
-    open_for_analysis,
-    score_of,
+    ladder_cells,
+    ladder_totals_cells,
+    question_summary,
 )
-from .grid import Grid, format_depths, native_grid, parse_grid, quarter_depths, resolve_endpoint
+
+compat.install()
 
 __all__ = [
     "BOUNDS",
@@ -62,25 +56,25 @@ __all__ = [
     "bootstrap_weights",
     "cell_estimates",
     "cell_labels",
-    "finish_pass",
-    "ladder_totals_cells",
-    "pass_estimates",
-    "percentile_interval",
-    "question_keys",
-    "store_pass",
     "compute_together",
     "depth_area",
     "depth_cdf",
     "earliest_depths",
     "earliest_from_ladder",
+    "finish_pass",
     "format_depths",
     "ladder",
     "ladder_cells",
+    "ladder_totals_cells",
     "native_grid",
+    "open_for_analysis",
     "parse_grid",
+    "pass_estimates",
+    "percentile_interval",
     "quarter_depths",
+    "question_keys",
     "question_summary",
     "resolve_endpoint",
-    "open_for_analysis",
     "score_of",
+    "store_pass",
 ]

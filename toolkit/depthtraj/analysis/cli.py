@@ -17,42 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-import numpy as np
 
 from .. import layout as L
-from .aggregate import ladder_totals_cells
-from .passes import finish_pass, pass_estimates, store_pass
-from .geometry import _open_admitted, score_of
-from .grid import Grid, parse_grid, resolve_endpoint
-from .compare import format_table, shared_questions, text_variants_table
-from .inputs import BY, normalized_score, parse_selections, readout_info, select_questions
-from .tables import (
-    PAPER_AREA_TABLES,
-    Analysis,
-    accuracy_table,
-    depth_prediction_table,
-    energy_shares_table,
-    energy_table,
-    marginal_table,
-    precision_table,
-    scale_check_table,
-    scale_table,
-    token_table,
-    vocabulary_table,
-    weighting_table,
-    permutation_table,
-    rho_table,
-    tau_table,
-    transitions_table,
-    depth_area_table,
-    gains_table,
-    json_document,
-    margin_ladder_table,
-    paper_area_table,
-    render_csv,
-    render_rich,
-    write_out,
-)
+from .geometry.aggregate import ladder_totals_cells
+from .engine import finish_pass, pass_estimates, store_pass
+from .core.data import open_admitted, score_of
+from .core.grid import Grid, parse_grid, resolve_endpoint
+from .sensitivity.variants import format_table, shared_questions, text_variants_table
+from .core.inputs import BY, normalized_score, parse_selections, readout_info, select_questions
+from .core.tables import PAPER_AREA_TABLES, Analysis, accuracy_table, depth_prediction_table, energy_shares_table, energy_table, marginal_table, precision_table, scale_check_table, scale_table, token_table, vocabulary_table, weighting_table, permutation_table, rho_table, tau_table, transitions_table, depth_area_table, gains_table, json_document, margin_ladder_table, paper_area_table, render_csv, render_rich, write_out
 
 __all__ = ["FORMATS", "SECTIONS", "analyze_store", "model_name", "parse_sections", "run_analyze", "scheduler"]
 
@@ -161,7 +134,7 @@ def analyze_store(
                                    scale=6 in S)
         import dask
 
-        from .passes import blas_scope
+        from .core.bootstrap import blas_scope
 
         # one compute: the defect counts read the very chunks the pass reads (shared tasks); BLAS
         # on one thread, so the bootstrap sums do not depend on thread counts (restored after)
@@ -236,7 +209,7 @@ def analyze_store(
                             f"off above {PERMUTATION_CHECK_MAX:,} questions (the exact Ξ_marg is reported); "
                             "--permutations N forces it")
                 if n_perm > 0:  # the finite-permutation check of the exact reference
-                    from .marginal import marginal_covariance
+                    from .composition.marginal import marginal_covariance
 
                     for win, dest in res.extra["marginal_windows"].items():
                         c = marginal_covariance(ds, dest, T, by=coord, n_perm=n_perm, seed=seed)
@@ -247,7 +220,7 @@ def analyze_store(
         if gi == 0 and 6 in S:
             _section6(ds, res, tables, skipped, info=info, coord=coord, T=T, n_upto=n_upto, kw4=kw4)
             if scale_check:  # r9:eq:scale-equivariance: every homogeneous statistic on α s
-                from .scale import scale_invariance
+                from .sensitivity.scale import scale_invariance
 
                 with _progress():
                     inv = scale_invariance(ds, alphas=scale_check, grid=g.name if g.depths else "quarter",
@@ -307,8 +280,8 @@ def _section6(ds, res, tables, skipped, *, info, coord, T, n_upto, kw4):
     """The §6 checks as tables: the centre residual over the α grid (from the pass ``res``),
     token composition (text stores with ``logprob_first``) and vocabulary invariance (stores
     with ``logsumexp``; each its own lazy, chunk-bounded pass over the store)."""
-    from .energy import cell_statistics, vocabulary_invariance
-    from .scale import centre_residual_cells, token_composition
+    from .composition.energy import cell_statistics, vocabulary_invariance
+    from .sensitivity.scale import centre_residual_cells, token_composition
 
     def cells(x):
         x = x.compute()
@@ -324,7 +297,7 @@ def _section6(ds, res, tables, skipped, *, info, coord, T, n_upto, kw4):
         skipped["tokens"] = "needs an answer-text store with logprob_first"
     if "logsumexp" in ds.variables:
         summ = vocabulary_invariance(ds, endpoint=T)
-        from .energy import CELL_STATISTICS as E_STATS
+        from .composition.energy import CELL_STATISTICS as E_STATS
 
         rules = {n: E_STATS[n] for n in ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")}
         tables["vocabulary"] = vocabulary_table(cells(cell_statistics(summ, rules, by=coord)), T=T, **kw4)
@@ -342,7 +315,7 @@ def attenuation_windows(recorded, T: int, spec=None):
     Returns ``((early, late, step), '')`` or ``(None, reason)`` when the default does not fit the
     store. Raises ValueError for an explicit window that is not recorded (one line).
     """
-    from .energy import parse_starts, window_intervals
+    from .composition.energy import parse_starts, window_intervals
 
     if spec is not None and any(x is not None for x in spec):
         early, late, step = spec
@@ -377,7 +350,7 @@ def _normalizations(spec) -> list[str | None]:
 
 def _scale_alphas(spec) -> list[float] | None:
     """``--scale-check``: None | ``'default'`` (the paper's α grid) | ``'0.1,0.5,4'`` | floats."""
-    from .scale import DEFAULT_ALPHAS, _alphas
+    from .sensitivity.scale import DEFAULT_ALPHAS, _alphas
 
     if spec is None:
         return None
@@ -513,7 +486,7 @@ def run_analyze(
             # of what the requested tables read beside score
             # (refused unless --allow-defects); incomplete questions excluded, reported below;
             # lazy per-question coordinates, whole analysis chunks
-            ds, adm = _open_admitted(path, reads=_reads(path, wanted), allow_defects=allow_defects)
+            ds, adm = open_admitted(path, reads=_reads(path, wanted), allow_defects=allow_defects)
             admitted[str(path)] = adm
             opened.append((str(path), ds))
         text = [p for p, ds in opened if readout_info(ds)["kind"] == "text"]

@@ -73,23 +73,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import layout as L
-from .correctness import (
-    _answer_of,
-    _apply_kernel,
-    _cand_first,
-    _compiled_args,
-    _depths_of,
-    _grid_of,
-    _index,
-    _known_label,
-    _real,
-    _used_arrangements,
-    _winner,
-    cell_values,
-)
-from .geometry import ladder, score_of
-from .grid import resolve_endpoint
+from ... import layout as L
+from ..core.chunks import answer_of, apply_kernel, candidates_first, compiled_args, depth_positions, known_label, real_mask, winner_of
+from ..core.grid import depths_of, grid_of
+from ..core.arrangements import used_arrangements
+from ..core.cells import cell_values
+from ..geometry.ladder import ladder
+from ..core.data import score_of
+from ..core.grid import resolve_endpoint
 
 __all__ = [
     "CELL_STATISTICS",
@@ -196,8 +187,8 @@ def _increment_pairs(s, K, depth_idx):
     s = np.asarray(s)
     K = np.asarray(K).astype(np.int64)
     C = s.shape[2]
-    S = _cand_first(s, depth_idx)  # [C, q, J, A, P]
-    M = _real(K, C)
+    S = candidates_first(s, depth_idx)  # [C, q, J, A, P]
+    M = real_mask(K, C)
     with np.errstate(invalid="ignore"):
         d = S[:, :, 1:] - S[:, :, :-1]
         ok = (np.isfinite(d) | ~M).all(0) & (K >= 2)[:, None, None, None]
@@ -224,13 +215,13 @@ def increments_kernel(s, K, answer=None, *, depth_idx, used=None, **_ignored) ->
     n_zero_span`` (counts), ``sum_r, sum_q, sum_tr`` (nats), ``sum_rho``, ``rho_hist`` (counts),
     ``complete_increments`` (1 or NaN). NaN where the (question, arm) is incomplete.
     """
-    s, K, u, _ = _compiled_args(s, K, used)
-    return _increments(s, K, u, _index(depth_idx))
+    s, K, u, _ = compiled_args(s, K, used)
+    return _increments(s, K, u, depth_positions(depth_idx))
 
 
 def _increments(s, K, u, depth_idx):
-    """:func:`increments_kernel` on prepared arguments (:func:`_compiled_args`)."""
-    from . import kernels_dynamics as kd
+    """:func:`increments_kernel` on prepared arguments (:func:`compiled_args`)."""
+    from . import kernels as kd
 
     F, hist = kd.increments_pass(s, K, u, depth_idx)
     out = dict(zip(kd.INCREMENT_FIELDS, F))
@@ -261,13 +252,13 @@ def promotion_kernel(s, K, answer=None, *, grid_idx, endpoint_idx, used=None, **
     ``advanced`` ``[q, precision]`` = mean_a 1{∃ t ∈ 𝒯: i ∈ P_t, t < D_raw} (which equals
     mean_a 1{D_q < D_raw}); ``complete_grid`` (1 or NaN). NaN where incomplete at 𝒯 or T.
     """
-    s, K, u, _ = _compiled_args(s, K, used)
-    return _promotion(s, K, u, _index(grid_idx), int(endpoint_idx))
+    s, K, u, _ = compiled_args(s, K, used)
+    return _promotion(s, K, u, depth_positions(grid_idx), int(endpoint_idx))
 
 
 def _promotion(s, K, u, grid_idx, endpoint_idx):
-    """:func:`promotion_kernel` on prepared arguments (:func:`_compiled_args`)."""
-    from . import kernels_dynamics as kd
+    """:func:`promotion_kernel` on prepared arguments (:func:`compiled_args`)."""
+    from . import kernels as kd
 
     promoted, advanced, complete = kd.promotion_pass(s, K, u, grid_idx, endpoint_idx)
     return {"promoted": promoted, "advanced": advanced, "complete_grid": complete}
@@ -300,12 +291,12 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
     y = np.asarray(answer).astype(np.int64)
     nq, _, C, A, P = s.shape
     G = len(grid_idx)
-    S = _cand_first(s, list(grid_idx) + [int(endpoint_idx)])  # [C, q, G+1, A, P]
-    M = _real(K, C)
-    a_all, uniq_all, ok_all = _winner(S, M)
+    S = candidates_first(s, list(grid_idx) + [int(endpoint_idx)])  # [C, q, G+1, A, P]
+    M = real_mask(K, C)
+    a_all, uniq_all, ok_all = winner_of(S, M)
     a, unique = a_all[:, :G], uniq_all[:, :G]  # [q, G, A, P]
     yT = a_all[:, G:]  # [q, 1, A, P]
-    u = _used_arrangements(s, used)[:, None, :, None]  # [q, 1, A, 1]
+    u = used_arrangements(s, used)[:, None, :, None]  # [q, 1, A, 1]
     ok = ok_all[:, :G] & ok_all[:, G:] & (K >= 2)[:, None, None, None] & u
     complete = (ok_all | ~u).all(axis=(1, 2)) & (K >= 2)[:, None]  # [q, P]
     ys = y[:, None, None, None]
@@ -341,7 +332,7 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
                 sums["WWp"] += (wrong & one & (yp != yk) & (yp != ak)).sum(0)
         for n, total in sums.items():
             acc[n][rows] = total / len(perms)
-    known = _known_label(y, K)[:, None, None, None]
+    known = known_label(y, K)[:, None, None, None]
     c_t, c_T = a == ys, yT == ys
     out = {
         "eligible": ok & unique,
@@ -385,13 +376,13 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
     ``perm_WC/CW/WWp`` and ``excess_* = actual_* - perm_*`` (transitions NaN where y* is
     unknown). NaN where incomplete.
     """
-    s, K, u, y = _compiled_args(s, K, used, answer)
-    return _permutation(s, K, u, y, _index(grid_idx), int(endpoint_idx))
+    s, K, u, y = compiled_args(s, K, used, answer)
+    return _permutation(s, K, u, y, depth_positions(grid_idx), int(endpoint_idx))
 
 
 def _permutation(s, K, u, y, grid_idx, endpoint_idx):
-    """:func:`permutation_kernel` on prepared arguments (:func:`_compiled_args`)."""
-    from . import kernels_dynamics as kd
+    """:func:`permutation_kernel` on prepared arguments (:func:`compiled_args`)."""
+    from . import kernels as kd
 
     real = np.minimum(K[K >= 2], s.shape[2])
     perms = kd.permutation_table(max(int(real.max()) if real.size else 1, 1))  # K_max! rows, nested
@@ -412,9 +403,9 @@ def dynamics_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=Non
     :data:`DYNAMICS_VARS`, float64, ``[q, precision]`` or ``[q, precision, extra]``
     (``promoted``: grid depths; ``rho_hist``: :data:`RHO_BINS`).
     """
-    s, K, u, y = _compiled_args(s, K, used, answer)
-    g = _index(grid_idx)
-    out = _increments(s, K, u, _index(depth_idx))
+    s, K, u, y = compiled_args(s, K, used, answer)
+    g = depth_positions(grid_idx)
+    out = _increments(s, K, u, depth_positions(depth_idx))
     out.update(_promotion(s, K, u, g, int(endpoint_idx)))
     out.update(_permutation(s, K, u, y, g, int(endpoint_idx)))
     return out
@@ -427,8 +418,8 @@ def _setup(ds, grid=None, endpoint=None, depths=None):
     score = score_of(ds)
     recorded = [int(t) for t in score[L.DEPTH].values]
     T = resolve_endpoint(recorded, endpoint)
-    g = _grid_of(score, grid, T) if grid is not None else None
-    dep = _depths_of(score, depths, T)
+    g = grid_of(score, grid, T) if grid is not None else None
+    dep = depths_of(score, depths, T)
     kw = {"depth_idx": [recorded.index(t) for t in dep], "endpoint_idx": recorded.index(T),
               "grid_idx": [recorded.index(t) for t in g.depths] if g is not None else []}
     return score, T, g, dep, kw
@@ -480,7 +471,7 @@ def increment_summary(ds, depths: Sequence[int] | None = None, endpoint: int | N
     """
     score, T, _, dep, kw = _setup(ds, None, endpoint, depths)
     layout = {n: DYNAMICS_VARS[n][0] for n in INCREMENT_VARS}
-    out = _apply_kernel(increments_kernel, score, _answer_of(score, False), layout,
+    out = apply_kernel(increments_kernel, score, answer_of(score, False), layout,
                         {"depth_idx": kw["depth_idx"]}, _extra(INCREMENT_VARS, None))
     return _finish(out, INCREMENT_VARS, {"endpoint": T, "depths": dep, "paper": "pd:eq:tau"})
 
@@ -504,7 +495,7 @@ def promotion_summary(ds, grid, endpoint: int | None = None):
     """
     score, T, g, _, kw = _setup(ds, grid, endpoint)
     layout = {n: DYNAMICS_VARS[n][0] for n in PROMOTION_VARS}
-    out = _apply_kernel(promotion_kernel, score, _answer_of(score, False), layout,
+    out = apply_kernel(promotion_kernel, score, answer_of(score, False), layout,
                         {"grid_idx": kw["grid_idx"], "endpoint_idx": kw["endpoint_idx"]}, _extra(PROMOTION_VARS, g))
     return _finish(out, PROMOTION_VARS, {"endpoint": T, "grid": list(g.depths), "grid_name": g.name,
                                              "paper": "pd:app:eq:promotion-set"})
@@ -531,7 +522,7 @@ def permutation_summary(ds, grid="quarter", endpoint: int | None = None):
     """
     score, T, g, _, kw = _setup(ds, grid, endpoint)
     layout = {n: None for n in PERMUTATION_VARS}
-    out = _apply_kernel(permutation_kernel, score, _answer_of(score, False), layout,
+    out = apply_kernel(permutation_kernel, score, answer_of(score, False), layout,
                         {"grid_idx": kw["grid_idx"], "endpoint_idx": kw["endpoint_idx"]}, {})
     return _finish(out, PERMUTATION_VARS, {"endpoint": T, "grid": list(g.depths), "grid_name": g.name,
                                                "paper": "r3:eq:permutation"})
@@ -556,7 +547,7 @@ def dynamics_summary(ds, grid="quarter", endpoint: int | None = None, depths: Se
     score, T, g, dep, kw = _setup(ds, grid, endpoint, depths)
     names = tuple(DYNAMICS_VARS)
     layout = {n: DYNAMICS_VARS[n][0] for n in names}
-    out = _apply_kernel(dynamics_kernel, score, _answer_of(score, False), layout, kw, _extra(names, g))
+    out = apply_kernel(dynamics_kernel, score, answer_of(score, False), layout, kw, _extra(names, g))
     return _finish(out, names, {"endpoint": T, "depths": dep, "grid": list(g.depths), "grid_name": g.name,
                                     "paper": "arxiv:sec:archived-centering"})
 
@@ -685,7 +676,7 @@ def permutation_reference(ds, grid="quarter", endpoint: int | None = None):
     if not g.depths:
         raise ValueError("the grid is empty: no depth to compare")
     K = score["n_candidates"].reset_coords(drop=True).astype(np.int64)
-    answer = _answer_of(score, False)
+    answer = answer_of(score, False)
 
     def run(s, k, y):
         res = _permutation_pairs(s, k, y, kw["grid_idx"], kw["endpoint_idx"])

@@ -68,12 +68,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numba import njit
 
-from .. import layout as L
-from .correctness import _arrangement_weights, _used_arrangements, cell_values
-from .elementary import exp_nonpos, log_ge1
-from .geometry import score_of
-from .grid import resolve_endpoint
-from .inputs import readout_info
+from ... import layout as L
+from ..core.arrangements import arrangement_weights, used_arrangements
+from ..core.chunks import candidate_counts, map_question_chunks
+from ..core.cells import cell_values
+from ..core.elementary import exp_nonpos, log_ge1
+from ..core.data import score_of
+from ..core.grid import resolve_endpoint
+from ..core.inputs import readout_info
 
 __all__ = [
     "ATTENUATION_STATISTICS",
@@ -525,7 +527,7 @@ def _prep(s, K, used):
     if s.dtype not in (np.float32, np.float64):
         s = s.astype(np.float64)
     K = np.ascontiguousarray(np.asarray(K).astype(np.int64))
-    w = np.ascontiguousarray(_arrangement_weights(_used_arrangements(s, used)))
+    w = np.ascontiguousarray(arrangement_weights(used_arrangements(s, used)))
     return s, K, w
 
 
@@ -571,7 +573,7 @@ def energy_totals_kernel(s, K, codes, n_groups: int, *, upos, ia, ib, used=None)
     ``n`` ``[group, precision]`` (complete questions). Mean energies are ``sum_X / n``, signed
     shares ``sum_X / sum_E`` (:data:`SHARE_PARTS`, summing to one).
     """
-    from .kernels import group_sums
+    from ..core.cells import group_sums
 
     s, K, w = _prep(s, K, used)
     X = _question_means(s, K, w, np.asarray(upos, np.int64), np.asarray(ia, np.int64), np.asarray(ib, np.int64))
@@ -746,52 +748,6 @@ def _scope_attrs(ds) -> dict:
     return {"interpretation": kind, "readout": info["label"], "scope": note}
 
 
-def map_question_chunks(kernel, inputs, layout: Mapping[str, tuple[str, ...]], kwargs, extra: Mapping[str, Sequence]):
-    """Run a chunk kernel lazily over every question chunk (shared by the §5–6 modules).
-
-    ``inputs`` are DataArrays whose first dim is ``question`` (the first one ``score``), passed
-    to ``kernel(*arrays, **kwargs)`` as NumPy blocks with all their other dims whole; ``layout``
-    maps each output name to its dims after ``question`` (e.g. ``('precision', 'interval')``),
-    ``extra`` gives the coordinates of the non-store dims. Returns a dask-backed Dataset with
-    the question coordinates of ``inputs[0]`` kept.
-    """
-    import xarray as xr
-
-    names = list(layout)
-    score = inputs[0]
-    tmp = {d: f"_{d}" for d in extra}
-    qchunks = score.chunks[0] if score.chunks is not None else None
-    if qchunks is not None:  # every input chunked like the scores: whole along all but question
-        inputs = [inputs[0]] + [x.chunk({L.QUESTION: qchunks, **{d: -1 for d in x.dims if d != L.QUESTION}})
-                                for x in inputs[1:]]
-
-    def run(*arrays):
-        res = kernel(*arrays, **kwargs)
-        return tuple(res[n] for n in names)
-
-    core_in = [[d for d in x.dims if d != L.QUESTION] for x in inputs]
-    core_out = [[tmp.get(d, d) for d in layout[n]] for n in names]
-    sizes = {tmp[d]: len(v) for d, v in extra.items()}
-    outs = xr.apply_ufunc(
-        run, *inputs, input_core_dims=core_in, output_core_dims=core_out,
-        dask="parallelized", output_dtypes=[np.float64] * len(names),
-        dask_gufunc_kwargs={"output_sizes": sizes},
-    )
-    if len(names) == 1:
-        outs = (outs,)
-    out = xr.Dataset(dict(zip(names, outs)))
-    out = out.rename({tmp[d]: d for d in extra if tmp[d] in out.dims})
-    out = out.assign_coords({d: list(v) for d, v in extra.items() if d in out.dims})
-    for d in (L.PRECISION, L.ARRANGEMENT, L.DEPTH, L.CANDIDATE):
-        if d in out.dims and d not in extra:
-            out = out.assign_coords({d: score[d].values})
-    return out
-
-
-def _K(score):
-    return score["n_candidates"].reset_coords(drop=True).astype(np.int64)
-
-
 def _finish(out, table, attrs):
     for n, (text, units, label) in table.items():
         if n in out:
@@ -832,7 +788,7 @@ def mass_concentration(ds):
     import xarray as xr
 
     score = score_of(ds)
-    K = _K(score)
+    K = candidate_counts(score)
 
     def run(s, k):
         s = np.asarray(s)
@@ -896,7 +852,7 @@ def energies(ds, intervals="adjacent", endpoint: int | None = None):
     score = score_of(ds)
     pairs, T = resolve_intervals(score, intervals, endpoint)
     upos, ia, ib = _positions(score[L.DEPTH].values, pairs)
-    K = _K(score)
+    K = candidate_counts(score)
 
     def run(s, k):
         s = np.asarray(s)
@@ -936,7 +892,7 @@ def energy_summary(ds, intervals="adjacent", endpoint: int | None = None):
     pairs, T = resolve_intervals(score, intervals, endpoint)
     upos, ia, ib = _positions(score[L.DEPTH].values, pairs)
     layout = {n: (L.PRECISION, "interval") for n in ENERGY_FIELDS} | {"complete_energy": (L.PRECISION,)}
-    out = map_question_chunks(energy_kernel, [score, _K(score)], layout, dict(upos=upos, ia=ia, ib=ib),
+    out = map_question_chunks(energy_kernel, [score, candidate_counts(score)], layout, dict(upos=upos, ia=ia, ib=ib),
                               {"interval": _interval_names(pairs)})
     out = _interval_coords(out, pairs)
     out["complete_energy"].attrs.update(long_name="1 if complete at every interval end, else NaN", units="1")
@@ -967,7 +923,7 @@ def energy_shares(ds, intervals="adjacent", endpoint: int | None = None, *, by: 
     import dask.array as da
     import xarray as xr
 
-    from .aggregate import cell_labels
+    from ..core.cells import cell_labels
 
     score = score_of(ds)
     pairs, T = resolve_intervals(score, intervals, endpoint)
@@ -1043,7 +999,7 @@ def attenuation_summary(ds, early, late, step: int = 1, *, late_step: int | None
     lt = window_intervals(late, step if late_step is None else late_step, recorded, T)
     upos, ia, ib = _positions(recorded, e + lt)
     layout = {n: (L.PRECISION,) for n in ATTENUATION_VARS}
-    out = map_question_chunks(attenuation_kernel, [score, _K(score)], layout,
+    out = map_question_chunks(attenuation_kernel, [score, candidate_counts(score)], layout,
                               dict(upos=upos, ia=ia, ib=ib, n_early=len(e)), {})
     return _finish(out, ATTENUATION_VARS, dict(
         _scope_attrs(ds), endpoint=T, early=_interval_names(e), late=_interval_names(lt),
@@ -1112,7 +1068,7 @@ def vocabulary_invariance(ds, intervals="adjacent", endpoint: int | None = None)
         return vocabulary_kernel(s, k, lse_vocab=lse_v, **kw)
 
     layout = {n: (L.PRECISION,) for n in VOCABULARY_VARS}
-    out = map_question_chunks(kern, [score, _K(score), lv], layout, dict(upos=upos, ia=ia, ib=ib), {})
+    out = map_question_chunks(kern, [score, candidate_counts(score), lv], layout, dict(upos=upos, ia=ia, ib=ib), {})
     return _finish(out, VOCABULARY_VARS, dict(_scope_attrs(ds), endpoint=T, intervals=_interval_names(pairs),
                                               paper="pd:eq:vocabulary-invariance"))
 
@@ -1139,7 +1095,7 @@ def cell_statistics(summary, statistics: Mapping[str, tuple[str, ...]] = CELL_ST
     """
     import xarray as xr
 
-    from .aggregate import cell_labels
+    from ..core.cells import cell_labels
 
     base = {n: r for n, r in statistics.items() if r[0] in ("mean", "sum", "ratio")}
     out = cell_values(summary, base, by=by)

@@ -45,12 +45,14 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from .. import layout as L
-from .correctness import _arrangement_weights, _depths_of, _used_arrangements
-from .energy import _K, cell_statistics, map_question_chunks
-from .geometry import score_of
-from .grid import resolve_endpoint
-from .inputs import NORMALIZATIONS, readout_info
+from ... import layout as L
+from ..core.arrangements import arrangement_weights, used_arrangements
+from ..core.grid import depths_of
+from ..core.chunks import candidate_counts, map_question_chunks
+from ..composition.energy import cell_statistics
+from ..core.data import score_of
+from ..core.grid import resolve_endpoint
+from ..core.inputs import NORMALIZATIONS, readout_info
 
 __all__ = [
     "CELL_STATISTICS",
@@ -188,7 +190,7 @@ def centre_residual_kernel(s, K, answer=None, *, depth_idx, alphas=DEFAULT_ALPHA
     if s.dtype not in (np.float32, np.float64):
         s = s.astype(np.float64)
     K = np.ascontiguousarray(np.asarray(K).astype(np.int64))
-    w = np.ascontiguousarray(_arrangement_weights(_used_arrangements(s, used)))
+    w = np.ascontiguousarray(arrangement_weights(used_arrangements(s, used)))
     X = _residual_sums(s, K, w, np.asarray(list(depth_idx), np.int64), np.asarray(alphas, np.float64))
     return {
         "raw_radius": X[..., 0], "mean_excess": X[..., 1], "lse_excess": X[..., 2:],
@@ -221,11 +223,11 @@ def centre_residual_summary(ds, alphas=DEFAULT_ALPHAS, depths: Sequence[int] | N
     score = score_of(ds)
     recorded = [int(t) for t in score[L.DEPTH].values]
     T = resolve_endpoint(recorded, endpoint)
-    dep = _depths_of(score, depths, T)
+    dep = depths_of(score, depths, T)
     if len(dep) < 2:
         raise ValueError(f"no adjacent increment: fewer than two depths in {dep}")
     layout = {n: (L.PRECISION,) + ((extra,) if extra else ()) for n, (extra, *_rest) in SCALE_VARS.items()}
-    out = map_question_chunks(centre_residual_kernel, [score, _K(score)], layout,
+    out = map_question_chunks(centre_residual_kernel, [score, candidate_counts(score)], layout,
                               dict(depth_idx=[recorded.index(t) for t in dep], alphas=al), {"alpha": al})
     for n, (_, text, units, label) in SCALE_VARS.items():
         out[n].attrs.update(long_name=text, units=units, paper=label)
@@ -318,8 +320,8 @@ def token_kernel(first, total, K, divisor, *, depth_idx, used=None) -> dict[str,
     K = np.asarray(K).astype(np.int64)
     nq, _, C, A, P = total.shape
     idx = list(depth_idx)
-    u_ar = _used_arrangements(total, used)
-    w = _arrangement_weights(u_ar)[:, None, :, None]  # [q, 1, A, 1]
+    u_ar = used_arrangements(total, used)
+    w = arrangement_weights(u_ar)[:, None, :, None]  # [q, 1, A, 1]
     L_ = np.broadcast_to(np.asarray(divisor, dtype=np.float64), (nq, C, A))
     real = (np.arange(C)[None, :] < K[:, None])[:, :, None] & (u_ar[:, None, :])  # [q, C, A]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -391,7 +393,7 @@ def token_summary(ds, depths: Sequence[int] | None = None, endpoint: int | None 
     score = score_of(ds)
     recorded = [int(t) for t in score[L.DEPTH].values]
     T = resolve_endpoint(recorded, endpoint)
-    dep = _depths_of(score, depths, T)
+    dep = depths_of(score, depths, T)
     if len(dep) < 2:
         raise ValueError(f"no adjacent increment: fewer than two depths in {dep}")
     div, norm = _divisor(ds, normalization)
@@ -407,7 +409,7 @@ def token_summary(ds, depths: Sequence[int] | None = None, endpoint: int | None 
     def kern(f, t, k, dv, **kw):
         return token_kernel(f, t, k, dv, **kw)
 
-    inputs = [first, total, _K(score), div]
+    inputs = [first, total, candidate_counts(score), div]
     layout = {n: (L.PRECISION,) for n in TOKEN_VARS}
     out = map_question_chunks(kern, inputs, layout, dict(depth_idx=[recorded.index(t) for t in dep]), {})
     qcoords = {n: (L.QUESTION, np.asarray(c.values)) for n, c in score.coords.items()
@@ -468,11 +470,11 @@ def scale_invariance(ds, alphas=DEFAULT_ALPHAS, grid="quarter", endpoint: int | 
     """
     import xarray as xr
 
-    from .correctness import winners
-    from .dynamics import tau
-    from .energy import energy_shares
-    from .geometry import depth_area, earliest_depths
-    from .marginal import CELL_STATISTICS as XI, marginal_summary
+    from ..dynamics.correctness import winners
+    from ..dynamics.increments import tau
+    from ..composition.energy import energy_shares
+    from ..geometry.ladder import depth_area, earliest_depths
+    from ..composition.marginal import CELL_STATISTICS as XI, marginal_summary
 
     al = _alphas(alphas)
     base = score_of(ds).astype(np.float64)
@@ -531,8 +533,8 @@ def precision_arms(ds, depths: Sequence[int] | None = None, endpoint: int | None
     ValueError
         when the store has a single arm, or ``reference`` is not one of its arms.
     """
-    from .correctness import cell_values
-    from .dynamics import CELL_STATISTICS as DYN, increment_summary
+    from ..core.cells import cell_values
+    from ..dynamics.increments import CELL_STATISTICS as DYN, increment_summary
 
     score = score_of(ds)
     arms = [str(p) for p in score[L.PRECISION].values.tolist()]

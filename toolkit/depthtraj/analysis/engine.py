@@ -25,37 +25,24 @@ chunking and scheduling. Percentile intervals are read off the draws.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import layout as L
-from . import kernels as kern
-from .grid import Grid
+from .geometry import kernels as kern
+from .core.grid import Grid
+from .core.bootstrap import interval, one_blas_thread, poisson_weights, question_keys
+from .core.cells import group_add, group_sums
 
-__all__ = ["PassResult", "finish_pass", "pass_estimates", "pass_statistic", "question_keys", "store_pass"]
+__all__ = ["PassResult", "finish_pass", "pass_estimates", "pass_statistic", "store_pass"]
 
 #: Per-question geometry summaries per grid, in :func:`kernels.geometry_pass` order.
 GEOMETRY_COLUMNS: tuple[str, ...] = (
     tuple(f"W_{j}" for j in ("raw", "mean", "LSE", "env", "q", "dir", "res"))
     + tuple(f"before_{j}" for j in ("raw", "mean", "LSE", "env", "q", "dir", "res"))
 )
-
-
-def question_keys(ids) -> np.ndarray:
-    """64-bit bootstrap keys of question ids (blake2b of the UTF-8 id): ``[question]`` uint64.
-
-    The key, not the position, identifies a question to the bootstrap, so stores holding the
-    same questions in any order are resampled alike (paired).
-    """
-    ids = np.asarray(ids).tolist()
-    return np.fromiter(
-        (int.from_bytes(hashlib.blake2b(str(q).encode("utf-8"), digest_size=8,
-                                        person=b"depthtraj-boot").digest(), "little") for q in ids),
-        dtype=np.uint64, count=len(ids),
-    )
 
 
 @dataclass
@@ -121,7 +108,7 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
     arrays: the marginal group sums. Without ``geometry`` (and ``dyn``) the sweep of
     :func:`~.kernels.geometry_pass` is skipped: no geometry column, zero ladder totals and D_j
     histogram."""
-    from .questions import local_codes
+    from .core.questions import local_codes
 
     s = np.asarray(block)
     K = np.asarray(cols["K"], dtype=np.int64)
@@ -137,11 +124,11 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
     nq = s.shape[0]
     used = np.arange(s.shape[3])[None, :] < A_used[:, None]
     if dyn is not None:
-        from . import kernels_dynamics as kd
-        from .correctness import _compiled_args
-        from .dynamics import _permutation
+        from .dynamics import kernels as kd
+        from .core.chunks import compiled_args
+        from .dynamics.increments import _permutation
 
-        s_c, K_c, u_c, y_c = _compiled_args(s, K, used, label)
+        s_c, K_c, u_c, y_c = compiled_args(s, K, used, label)
         grid_idx = np.asarray(dyn["grid_idx"], dtype=np.int64)
     out = None
     tot = hist = None
@@ -174,7 +161,7 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
             s_parts += [("c", cell[v]) if v in cell else ("q", _columns(d[v], m)) for v in DYNAMICS_SUM]
             s_parts += [("c", cell[v]) for v in CORRECTNESS_SUM]
         if eng is not None:
-            from .energy import attenuation_kernel, energy_kernel, energy_totals_kernel
+            from .composition.energy import attenuation_kernel, energy_kernel, energy_totals_kernel
 
             used_e = used[sl]
             if eng.get("windows") is not None:
@@ -194,7 +181,7 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
                 e = energy_kernel(s[sl], K[sl], upos=eng["upos"], ia=eng["ia"], ib=eng["ib"], used=used_e)
                 s_parts += [("q", _columns(e[v], m)) for v in ENERGY_SUM]
         if mrg is not None:
-            from .marginal import marginal_kernel
+            from .composition.marginal import marginal_kernel
 
             used_m = used[sl]
             mc = mcodes[sl]
@@ -207,10 +194,10 @@ def _chunk(block, cols, *, union_idx, t_idx, member, union_depths, T,
                 for v in ("xi_n", "xi_S", "xi_E_t", "xi_C_t"):
                     x = np.asarray(mk[v], dtype=np.float64)
                     acc = np.zeros((len(rows),) + x.shape[1:])
-                    kern.group_add(_columns(acc, len(acc)), mc, _columns(x, m))
+                    group_add(_columns(acc, len(acc)), mc, _columns(x, m))
                     gsum.append(acc)
         if scl is not None:
-            from .scale import centre_residual_kernel
+            from .sensitivity.scale import centre_residual_kernel
 
             sc_ = centre_residual_kernel(s[sl], K[sl], depth_idx=scl["depth_idx"], alphas=scl["alphas"], used=used[sl])
             s_parts += [("q", _columns(sc_[v], m)) for v in SCALE_SUM]
@@ -266,36 +253,8 @@ def _group_sums(arrays, codes, n_groups):
     codes = np.asarray(codes, dtype=np.int64)
     if not arrays:
         return np.zeros((n_groups, 0)), np.zeros((n_groups, 0))
-    parts = [kern.group_sums(np.ascontiguousarray(x, dtype=np.float64), codes, n_groups) for x in arrays]
+    parts = [group_sums(np.ascontiguousarray(x, dtype=np.float64), codes, n_groups) for x in arrays]
     return np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1)
-
-
-_BLAS = {}
-
-
-def one_blas_thread():
-    """Pin the BLAS of this process to one thread (threadpoolctl), so that the bootstrap's
-    matrix products — the only BLAS calls of the pass — sum in one order whatever thread count
-    BLAS would choose: the same inputs give the same bytes under any scheduler (threads,
-    processes, a dask.distributed cluster), ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS``.
-    The scheduler's workers give the parallelism. Called by every chunk of the pass; it leaves
-    the limit set in the process (:func:`blas_scope` restores it in the caller's process).
-    Returns the limiter."""
-    import os
-
-    pid = os.getpid()
-    if pid not in _BLAS:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS.clear()
-        _BLAS[pid] = ThreadpoolController()
-    return _BLAS[pid].limit(limits=1, user_api="blas")
-
-
-def blas_scope():
-    """A context manager computing the pass with one BLAS thread in this process and restoring
-    the previous limit afterwards (:func:`one_blas_thread`)."""
-    return one_blas_thread()
 
 
 def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
@@ -307,7 +266,7 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
     float64."""
     codes = np.asarray(codes, dtype=np.int64)
     cols = X.shape[1]
-    sums, counts = kern.group_sums(np.ascontiguousarray(X, dtype=np.float64), codes, n_groups)
+    sums, counts = group_sums(np.ascontiguousarray(X, dtype=np.float64), codes, n_groups)
     boot_s = np.zeros((n_groups, max(draws, 0), cols))
     boot_c = np.zeros((n_groups, max(draws, 0), cols))
     if draws > 0 and len(X):
@@ -320,7 +279,7 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
         X32 = np.concatenate([np.where(V, X, 0.0), V], axis=1).astype(np.float32)
         for start in range(0, len(X), sub):
             stop = min(len(X), start + sub)
-            W = kern.poisson_weights(keys[start:stop], draws, seed)  # [draws, q] float32
+            W = poisson_weights(keys[start:stop], draws, seed)  # [draws, q] float32
             lo = np.searchsorted(codes[start:stop], np.arange(n_groups + 1))
             for g in range(n_groups):
                 a, b = lo[g], lo[g + 1]
@@ -335,7 +294,7 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
 def _merge(a, b):
     """Two chunk results (:func:`_chunk`) added cell by cell and group by group, by name; the
     union keeps ``a``'s order first, so an ordered tree keeps first appearance."""
-    from .questions import merge_keys
+    from .core.questions import merge_keys
 
     out = []
     for (ka, xa), (kb, xb) in (((a[0], a[2]), (b[0], b[2])), ((a[1], a[3]), (b[1], b[3]))):
@@ -421,7 +380,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
     """
     import dask
 
-    from .questions import question_columns
+    from .core.questions import question_columns
 
     grids = list(grids)
     if not grids:
@@ -454,7 +413,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
         )
     eng = None
     if energy and len(upto) >= 2:
-        from .energy import _positions
+        from .composition.energy import _positions
 
         pairs = list(zip(upto[:-1], upto[1:]))
         upos, ia, ib = _positions(recorded, pairs)
@@ -466,7 +425,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
             eng["windows"] = {"upos": wu, "ia": wa, "ib": wb, "n_early": len(early), "pairs": wpairs}
     mrg = None
     if marginal and len(upto) >= 2:
-        from .marginal import destination_increments
+        from .composition.marginal import destination_increments
 
         mrg, mrg_windows, mrg_depths = {}, {}, {}
         for win, dest in (("all", None), ("late", f"{max(T // 2, upto[1])}:{T}")):
@@ -476,7 +435,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
             mrg_depths[win] = [b for _, b in pairs]
     scl = None
     if scale and len(upto) >= 2:
-        from .scale import DEFAULT_ALPHAS, _alphas
+        from .sensitivity.scale import DEFAULT_ALPHAS, _alphas
 
         scl = {"depth_idx": [recorded.index(t) for t in upto],
                "alphas": _alphas(DEFAULT_ALPHAS if alphas is None else alphas)}
@@ -498,7 +457,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
     P = score.sizes[L.PRECISION]
     shapes = {}
     if dyn is not None:
-        from .dynamics import RHO_BINS
+        from .dynamics.increments import RHO_BINS
 
         G0, J = len(grids[0].depths), len(before)
         per = {"rho_hist": (RHO_BINS,), "promoted": (G0,)}
@@ -552,7 +511,7 @@ def finish_pass(values, meta) -> PassResult:
                    "energy_pairs": meta["energy_pairs"], "energy_windows": meta["energy_windows"],
                    "marginal_windows": meta["marginal_windows"], "scale_alphas": meta.get("scale_alphas")}
     if marg:
-        from .questions import group_name
+        from .core.questions import group_name
 
         pos = {c: i for i, c in enumerate(cells)}
         extra["marginal"] = _marginal_reference(marg, dict(
@@ -588,7 +547,7 @@ def _marginal_reference(marg, info) -> dict:
     """Per window: ``xi_marg`` and ``xi_obs`` ``[cell, precision]`` (fractions) and the cell names,
     from the per-group sums (``pd:app:eq:covariance``: Σ_g [E_g + ((1ᵀS_g)² − ‖S_g‖²)/n_g]/K_g
     over the cell's groups and destination depths, divided by the cell's Σ E)."""
-    from .marginal import xi_from_group_sums
+    from .composition.marginal import xi_from_group_sums
 
     cell_of, K_of = info["cell_of"], info["K_of"]
     n_cells = len(info["cell_names"])
@@ -653,26 +612,16 @@ def pass_statistic(res: PassResult, kind: str, *names: str, level: float = 0.95)
     """
     if kind == "diff":
         (p1, b1), (p2, b2) = statistic_draws(res, "mean", names[0]), statistic_draws(res, "mean", names[1])
-        return _interval(p1 - p2, b1 - b2 if len(b1) and len(b2) else np.zeros((0,) + p1.shape), level)
+        return interval(p1 - p2, b1 - b2 if len(b1) and len(b2) else np.zeros((0,) + p1.shape), level)
     point, boot = statistic_draws(res, kind, *names)
-    return _interval(point, boot, level)
+    return interval(point, boot, level)
 
 
 def combine(a, b, op, level: float = 0.95):
     """``op`` of two :func:`statistic_draws` results, draw by draw (paired), as (estimate, lo, hi)."""
     (p1, b1), (p2, b2) = a, b
     boot = op(b1, b2) if len(b1) and len(b2) else np.zeros((0,) + np.shape(p1))
-    return _interval(op(p1, p2), boot, level)
-
-
-def _interval(point, boot, level):
-    from .aggregate import percentile_interval
-
-    point = np.asarray(point, dtype=np.float64)
-    if boot.shape[0] == 0:
-        return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
-    lo, hi = percentile_interval(boot, level)
-    return point, lo, hi
+    return interval(op(p1, p2), boot, level)
 
 
 def pass_estimates(res: PassResult, *, by: str = "task", level: float = 0.95):
@@ -694,7 +643,7 @@ def pass_estimates(res: PassResult, *, by: str = "task", level: float = 0.95):
     """
     import xarray as xr
 
-    from .aggregate import INCREMENTS
+    from .geometry.aggregate import INCREMENTS
 
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
@@ -708,9 +657,9 @@ def pass_estimates(res: PassResult, *, by: str = "task", level: float = 0.95):
     idx = {name: k for k, name in enumerate(GEOMETRY_COLUMNS)}
     out = {}
     for name in GEOMETRY_COLUMNS:
-        out[name] = _interval(mean[..., idx[name]], boot[..., idx[name]], level)
+        out[name] = interval(mean[..., idx[name]], boot[..., idx[name]], level)
     for name, (plus, minus, _) in INCREMENTS.items():
-        out[name] = _interval(
+        out[name] = interval(
             mean[..., idx[plus]] - mean[..., idx[minus]], boot[..., idx[plus]] - boot[..., idx[minus]], level
         )
     dims = (by, L.PRECISION, "grid", "stat")

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import layout as L
+
 __all__ = [
     "Grid",
     "format_depths",
@@ -157,3 +159,30 @@ def parse_grid(spec: str, recorded: Sequence[int], endpoint: int) -> Grid:
             f"(recorded: {format_depths(sorted(rec))})"
         )
     return Grid(name, depths, int(endpoint))
+def grid_of(score, grid, T: int) -> Grid:
+    """A :class:`Grid` from a Grid, a spelling or a sequence of recorded depths < T."""
+    recorded = [int(t) for t in score[L.DEPTH].values]
+    if isinstance(grid, str):
+        grid = parse_grid(grid, recorded, T)
+    elif not isinstance(grid, Grid):
+        depths = tuple(sorted({int(t) for t in grid}))
+        grid = Grid(",".join(map(str, depths)), depths, T)
+        bad = [t for t in grid.depths if t not in recorded]
+        if bad:
+            raise ValueError(f"grid depths {bad} are not recorded in the store")
+    if grid.endpoint != T:
+        raise ValueError(f"grid {grid.name!r} was made for T={grid.endpoint}, not T={T}")
+    return grid
+
+
+def depths_of(score, depths, T: int) -> list[int]:
+    """Recorded depths ≤ T (default all of them); raises for an unrecorded or deeper one."""
+    recorded = [int(t) for t in score[L.DEPTH].values]
+    if depths is None:
+        return [t for t in recorded if t <= T]
+    depths = sorted({int(t) for t in depths})
+    bad = [t for t in depths if t not in recorded or t > T]
+    if bad:
+        raise ValueError(f"depths {bad} are not recorded depths at or below the endpoint T={T}")
+    return depths
+

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .. import layout as L
+from ... import layout as L
 
 __all__ = [
     "BY",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .elementary import exp_nonpos, log_ge1
+from ..core.elementary import exp_nonpos, log_ge1
 
 __all__ = ["N_LADDER", "ladder_arrays", "ladder_at", "LADDER_FIELDS"]
 
@@ -746,70 +746,5 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
 # ----------------------------------------------------------------------------------------------
 # Poisson bootstrap weights
 # ----------------------------------------------------------------------------------------------
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-#: Poisson(1) cumulative probabilities Pr(W ≤ k), k = 0..19 (beyond: below 2^-53 of mass).
-_POISSON_CDF = np.cumsum([np.exp(-1.0) / float(np.prod(np.arange(1, k + 1))) for k in range(20)])
 
 
-@njit(cache=True, nogil=True, inline="always")
-def splitmix64(x):
-    """The splitmix64 finaliser (a bijective 64-bit mixer)."""
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
-
-
-@njit(cache=True, nogil=True)
-def poisson_weights(keys, draws, seed):
-    """Poisson(1) resampling multiplicities ``[draw, question]`` (float32: small integers) of
-    questions ``keys``.
-
-    Entry ``(b, i)`` is a function of ``(seed, keys[i], b)`` only, through a counter-based
-    generator (splitmix64 of ``key + mix(seed) + (b + 1)·φ``, then the Poisson(1) inverse CDF),
-    so a question's multiplicity in draw b does not depend on the chunking, on the other
-    questions or on which store it comes from: every analysis of the same questions is paired.
-    """
-    n = keys.shape[0]
-    out = np.empty((draws, n), dtype=np.float32)
-    s = splitmix64(np.uint64(seed) + _GOLDEN)
-    cdf = _POISSON_CDF
-    for b in range(draws):
-        off = s + np.uint64(b + 1) * _GOLDEN
-        for i in range(n):
-            x = splitmix64(keys[i] + off)
-            u = float(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-            w = 0
-            while w < 19 and u >= cdf[w]:
-                w += 1
-            out[b, i] = w
-    return out
-
-
-@njit(cache=True, nogil=True)
-def group_add(acc, codes, x):
-    """``acc[codes[i]] += x[i]`` row by row, NaN entries counting 0 (``acc`` ``[group, n]``,
-    ``x`` ``[row, n]`` float64): the per-group sums of the marginal reference."""
-    for i in range(x.shape[0]):
-        g = codes[i]
-        for j in range(x.shape[1]):
-            v = x[i, j]
-            if v == v:
-                acc[g, j] += v
-
-
-@njit(cache=True, nogil=True)
-def group_sums(X, codes, n_groups):
-    """Per-group sums and counts of the finite entries of ``X`` ``[row, column]`` (float64), rows
-    grouped by ``codes`` ``[row]``: ``(sums, counts)`` ``[group, column]`` in one sweep."""
-    sums = np.zeros((n_groups, X.shape[1]))
-    counts = np.zeros((n_groups, X.shape[1]))
-    for i in range(X.shape[0]):
-        g = codes[i]
-        for j in range(X.shape[1]):
-            v = X[i, j]
-            if np.isfinite(v):
-                sums[g, j] += v
-                counts[g, j] += 1.0
-    return sums, counts

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import layout as L
-from .grid import format_depths, parse_grid, resolve_endpoint
-from .tables import Column, Table, _with_cell
+from ... import layout as L
+from ..core.grid import format_depths, parse_grid, resolve_endpoint
+from ..core.tables import Column, Table, _with_cell
 
 __all__ = ["format_table", "shared_questions", "text_variants_table"]
 
@@ -40,10 +40,10 @@ def _shared_positions(first, second):
     their positions in each store (works with or without a question index)."""
     import pandas as pd
 
-    from .questions import _text
+    from ..core.questions import text_values
 
-    a = pd.Index(_text(first[L.QUESTION].values))
-    b = pd.Index(_text(second[L.QUESTION].values))
+    a = pd.Index(text_values(first[L.QUESTION].values))
+    b = pd.Index(text_values(second[L.QUESTION].values))
     pos_b = b.get_indexer(a)
     keep = np.flatnonzero(pos_b >= 0)
     ids = a[keep].tolist()
@@ -51,9 +51,9 @@ def _shared_positions(first, second):
 
 
 def _run(ds, grid_spec, endpoint, *, by, draws, seed):
-    from .geometry import score_of
-    from .inputs import BY
-    from .passes import finish_pass, store_pass
+    from ..core.data import score_of
+    from ..core.inputs import BY
+    from ..engine import finish_pass, store_pass
 
     score = score_of(ds)
     rec = [int(t) for t in score[L.DEPTH].values]
@@ -66,7 +66,7 @@ def _run(ds, grid_spec, endpoint, *, by, draws, seed):
 
 def _geo(res, name):
     """(point [group, P], boot [draw, group, P]) of a geometry column of grid 0."""
-    from .passes import GEOMETRY_COLUMNS
+    from ..engine import GEOMETRY_COLUMNS
 
     G, P, F = len(res.grids), len(res.precision), len(GEOMETRY_COLUMNS)
     k = GEOMETRY_COLUMNS.index(name)
@@ -97,9 +97,9 @@ def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str],
     ValueError
         when the stores share no question id or no precision arm, or the grid/endpoint is invalid.
     """
-    from .aggregate import bootstrap_weights, percentile_interval
-    from .correctness import endpoint_agreement
-    from .inputs import BY
+    from ..core.bootstrap import bootstrap_weights, percentile_interval
+    from ..dynamics.correctness import endpoint_agreement
+    from ..core.inputs import BY
 
     pairs, pos_a, pos_b = _shared_positions(ref, other)
     if not pairs:

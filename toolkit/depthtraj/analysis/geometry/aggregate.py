@@ -19,26 +19,23 @@ Conventions (paper §4, ``pd:app:text-geometry``; appendix ``pd:sec:observation`
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-from .. import layout as L
-from .geometry import BOUNDS, DEPTH_METHODS, _n_arrangements, arrangement_mean
+from ... import layout as L
+from .ladder import BOUNDS, DEPTH_METHODS
+from ..core.arrangements import n_arrangements, arrangement_mean
+from ..core.bootstrap import bootstrap_means, bootstrap_weights, percentile_interval
+from ..core.cells import cell_labels, compute_together
 
 __all__ = [
     "INCREMENTS",
     "LADDER_CELL_VARS",
     "SUMMARY_VARS",
-    "bootstrap_means",
-    "bootstrap_weights",
     "cell_estimates",
-    "cell_labels",
-    "compute_together",
     "ladder_cells",
     "ladder_totals_cells",
-    "percentile_interval",
     "question_summary",
 ]
 
@@ -67,39 +64,6 @@ LADDER_CELL_VARS: tuple[str, ...] = (
     + LADDER_MEANS
     + tuple(f"pass_{j}" for j in BOUNDS)
 )
-
-
-def compute_together(*objs):
-    """Compute several dask-backed xarray objects in one pass (shared graph parts run once).
-
-    Returns numpy-backed copies, in order (``None`` passes through). Works on the raw dask
-    arrays: ``dask.compute`` applied to xarray objects that share intermediate results fails
-    ("Missing dependency") with xarray 2026.9 / dask 2026.8, while ``.compute()`` on a single
-    object and ``dask.compute`` on plain dask arrays do not.
-    """
-    import dask
-    import xarray as xr
-
-    slots, arrays = [], []
-    copies = []
-    for i, obj in enumerate(objs):
-        if obj is None:
-            copies.append(None)
-            continue
-        ds = obj._to_temp_dataset() if isinstance(obj, xr.DataArray) else obj
-        ds = ds.copy(deep=False)
-        copies.append(ds)
-        for name, var in ds.variables.items():
-            if var.chunks is not None:
-                slots.append((i, name))
-                arrays.append(var.data)
-    values = dask.compute(*arrays) if arrays else ()
-    for (i, name), value in zip(slots, values):
-        copies[i].variables[name].data = value
-    return tuple(
-        None if c is None else (o._from_temp_dataset(c) if isinstance(o, xr.DataArray) else c)
-        for o, c in zip(objs, copies)
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -146,7 +110,7 @@ def question_summary(D):
     T = float(D.attrs["endpoint"])
     outs = xr.apply_ufunc(
         _summary_kernel,
-        *[D[f"D_{j}"] for j in DEPTH_METHODS], _n_arrangements(D[f"D_{DEPTH_METHODS[0]}"]),
+        *[D[f"D_{j}"] for j in DEPTH_METHODS], n_arrangements(D[f"D_{DEPTH_METHODS[0]}"]),
         input_core_dims=[[L.ARRANGEMENT]] * len(DEPTH_METHODS) + [[]],
         output_core_dims=[[]] * len(SUMMARY_VARS),
         kwargs={"endpoint": T},
@@ -166,21 +130,6 @@ def question_summary(D):
 # ----------------------------------------------------------------------------------------------
 # cells
 # ----------------------------------------------------------------------------------------------
-def cell_labels(obj, by: str = "task") -> tuple[list[str], np.ndarray]:
-    """The cell names (in first-appearance order) and each question's cell code.
-
-    ``obj`` has a ``question`` dim and, ideally, a ``by`` coordinate along it; without one
-    every question is in the single cell ``'all'``. Computes the (small) coordinate.
-    """
-    n = obj.sizes[L.QUESTION]
-    if by not in obj.coords:
-        return ["all"], np.zeros(n, dtype=np.int64)
-    import pandas as pd
-
-    from .questions import _text
-
-    codes, names = pd.factorize(_text(obj[by].values))  # first-appearance order, as str
-    return [str(v) for v in names.tolist()], np.asarray(codes, dtype=np.int64).reshape(n)
 
 
 def _ladder_sums_kernel(valid, unique, *arrays, n_means):
@@ -236,7 +185,7 @@ def ladder_cells(lad, by: str = "task"):
     inputs = [x.reset_coords(drop=True) for x in inputs]
     stats = _CELL_STATS
     per_q = xr.apply_ufunc(  # per question: sums over arrangements, one kernel per chunk
-        _ladder_sums_kernel, *inputs, _n_arrangements(lad),
+        _ladder_sums_kernel, *inputs, n_arrangements(lad),
         input_core_dims=[[L.ARRANGEMENT]] * len(inputs) + [[]], output_core_dims=[["stat"]],
         kwargs={"n_means": len(LADDER_MEANS)},
         dask="parallelized", output_dtypes=[np.float64],
@@ -297,44 +246,6 @@ def _cells_from_totals(tot):
 # ----------------------------------------------------------------------------------------------
 # the bootstrap
 # ----------------------------------------------------------------------------------------------
-def bootstrap_weights(ids, draws: int, seed: int = 0) -> np.ndarray:
-    """Poisson(1) whole-question resampling multiplicities ``[draw, question]`` (float64).
-
-    ``ids`` are the question ids; entry (b, i) depends only on (seed, ids[i], b)
-    (:func:`~depthtraj.analysis.kernels.poisson_weights`), so every quantity, arm, grid and
-    store resampled with the same seed is paired question by question.
-    """
-    from .kernels import poisson_weights
-    from .passes import question_keys
-
-    if draws <= 0:
-        return np.zeros((0, len(np.asarray(ids))))
-    return poisson_weights(question_keys(ids), int(draws), int(seed)).astype(np.float64)
-
-
-def bootstrap_means(X: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """Resampled means ``[draw, column]`` of the columns of ``X`` ``[question, column]``.
-
-    ``W`` ``[draw, question]`` are resampling multiplicities (:func:`bootstrap_weights`); a
-    draw's mean of column c is ``Σ_i w_bi X_ic / Σ_i w_bi 1{X_ic finite}`` (NaN entries left
-    out; NaN where a draw has no weight on a finite value). One product serves every column,
-    so the draws are paired across columns.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim == 1:
-        X = X[:, None]
-    V = np.isfinite(X)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (W @ np.where(V, X, 0.0)) / (W @ V.astype(np.float64))
-
-
-def percentile_interval(boot: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """The (1-level)/2 and (1+level)/2 percentiles over the first axis (NaN draws ignored)."""
-    alpha = 1.0 - level
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanquantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
-    return lo, hi
 
 
 def cell_estimates(

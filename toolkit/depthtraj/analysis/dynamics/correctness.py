@@ -49,9 +49,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .. import layout as L
-from .geometry import score_of
-from .grid import Grid, parse_grid, resolve_endpoint
+from ... import layout as L
+from ..core import cells
+from ..core.chunks import answer_of, apply_kernel, compiled_args, depth_positions, describe_store, nan_where, winner_of
+from ..core.grid import depths_of, grid_of
+from ..core.data import score_of
+from ..core.grid import resolve_endpoint
 
 __all__ = [
     "CELL_STATISTICS",
@@ -106,81 +109,11 @@ CELL_STATISTICS: dict[str, tuple[str, ...]] = {
 # ----------------------------------------------------------------------------------------------
 # shared NumPy helpers (also used by :mod:`.dynamics`)
 # ----------------------------------------------------------------------------------------------
-def _cand_first(s, idx) -> np.ndarray:
-    """``s[q, depth, cand, arr, prec]`` at depth positions ``idx`` -> float64
-    ``[cand, q, len(idx), arr, prec]``, contiguous (reductions over candidates are slice-wise)."""
-    x = np.asarray(s)[:, list(idx)]
-    return np.ascontiguousarray(np.moveaxis(x, 2, 0), dtype=np.float64)
-
-
-def _real(K, n_cand: int) -> np.ndarray:
-    """Real-candidate mask ``[cand, q, 1, 1, 1]`` (candidate < K_i)."""
-    K = np.asarray(K).astype(np.int64)
-    return (np.arange(n_cand)[:, None] < K[None, :]).reshape(n_cand, len(K), 1, 1, 1)
-
-
-def _winner(S, M):
-    """Winner over the real candidates: ``S[cand, ...]`` float64, ``M`` a broadcastable mask.
-
-    Returns ``(a, unique, ok)`` ``[...]``: ``a`` the lowest-identity maximiser (int64), ``unique``
-    a single maximiser (and ``ok``), ``ok`` every real score finite.
-    """
-    with np.errstate(invalid="ignore"):
-        Sm = np.where(M, S, -np.inf)
-        ok = (np.isfinite(S) | ~M).all(0)
-        top = Sm.max(0)
-        a = Sm.argmax(0)  # the first maximiser: lowest identity among ties
-        unique = (Sm == top[None]).sum(0) == 1
-    return a, unique & ok, ok
-
-
-def _used_arrangements(s, used=None) -> np.ndarray:
-    """``[q, arrangement]`` bool: ``used`` if given, else arrangement 0 plus every arrangement
-    with a finite score anywhere in ``s[q, depth, cand, arr, prec]`` (spec §4: unused
-    arrangements are all NaN)."""
-    if used is not None:
-        return np.asarray(used, dtype=bool)
-    u = np.isfinite(np.asarray(s)).any(axis=(1, 2, 4))
-    u[:, 0] = True
-    return u
-
-
-def _arrangement_weights(u) -> np.ndarray:
-    """``[q, arrangement]`` float64 weights 1/A_i on used arrangements, 0 elsewhere."""
-    u = np.asarray(u, dtype=np.float64)
-    return u / np.maximum(u.sum(axis=1, keepdims=True), 1.0)
-
-
-def _nan_where(x, bad):
-    return np.where(bad, np.nan, x)
-
-
-def _known_label(answer, K) -> np.ndarray:
-    y, K = np.asarray(answer).astype(np.int64), np.asarray(K).astype(np.int64)
-    return (y >= 0) & (y < K)
 
 
 # ----------------------------------------------------------------------------------------------
 # the chunk kernel
 # ----------------------------------------------------------------------------------------------
-def _compiled_args(s, K, used=None, answer=None):
-    """Arguments of the compiled kernels (:mod:`.kernels_dynamics`): ``s`` C-contiguous float32
-    or float64 (other dtypes widened to float64), ``K`` int64, ``used`` ``[q, arrangement]`` bool
-    (default: inferred, :func:`_used_arrangements`), ``answer`` int64 (-1 where absent)."""
-    s = np.asarray(s)
-    if s.dtype not in (np.float32, np.float64):
-        s = s.astype(np.float64)
-    s = np.ascontiguousarray(s)
-    K = np.ascontiguousarray(np.asarray(K).astype(np.int64))
-    u = np.ascontiguousarray(_used_arrangements(s, used), dtype=np.bool_)
-    y = np.full(len(K), -1, dtype=np.int64) if answer is None else np.ascontiguousarray(
-        np.asarray(answer).astype(np.int64))
-    return s, K, u, y
-
-
-def _index(idx) -> np.ndarray:
-    """Depth positions as an int64 array (for the compiled kernels)."""
-    return np.asarray(list(idx), dtype=np.int64).reshape(-1)
 
 
 def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=None) -> dict[str, np.ndarray]:
@@ -207,10 +140,10 @@ def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=
     (1.0 or NaN). Each is a mean over the used arrangements (each adding 1/A_i); NaN where the
     (question, arm) is incomplete, and for the label-dependent ones where y* is unknown.
     """
-    from . import kernels_dynamics as kd
+    from . import kernels as kd
 
-    s, K, u, y = _compiled_args(s, K, used, answer)
-    D, Q = kd.correctness_pass(s, K, u, y, _index(depth_idx), _index(grid_idx), int(endpoint_idx))
+    s, K, u, y = compiled_args(s, K, used, answer)
+    D, Q = kd.correctness_pass(s, K, u, y, depth_positions(depth_idx), depth_positions(grid_idx), int(endpoint_idx))
     out = dict(zip(kd.CORRECTNESS_DEPTH_FIELDS, D))
     out.update(zip(kd.CORRECTNESS_FIELDS, Q))
     return out
@@ -236,7 +169,7 @@ def _agreement_kernel(wa, wb, *, index: bool = False):
     n = pair.sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         agree = same.sum(-1) / n
-    return _nan_where(agree, ~ua[..., 0] | ~ub[..., 0] | (n == 0))
+    return nan_where(agree, ~ua[..., 0] | ~ub[..., 0] | (n == 0))
 
 
 def _winner_kernel(s, K):
@@ -246,99 +179,13 @@ def _winner_kernel(s, K):
     K = np.asarray(K).astype(np.int64)
     S = np.ascontiguousarray(np.moveaxis(s, -1, 0), dtype=np.float64)  # [C, ..., D]
     M = (np.arange(S.shape[0]).reshape((-1,) + (1,) * (S.ndim - 1)) < K[None, ..., None])
-    a, _, ok = _winner(S, M)
+    a, _, ok = winner_of(S, M)
     return np.where(ok & (K[..., None] >= 2), a, -1).astype(np.int16)
 
 
 # ----------------------------------------------------------------------------------------------
 # lazy plumbing shared with :mod:`.dynamics`
 # ----------------------------------------------------------------------------------------------
-def _answer_of(score, required: bool):
-    """The ``label`` coordinate as an int64 DataArray along question (-1 everywhere if absent)."""
-    import xarray as xr
-
-    if "label" in score.coords:
-        return score["label"].reset_coords(drop=True).astype(np.int64)
-    if required:
-        raise ValueError("the store has no 'label' coordinate (ground-truth answers y*)")
-    n = score.sizes[L.QUESTION]
-    return xr.DataArray(np.full(n, -1, dtype=np.int64), dims=L.QUESTION)
-
-
-def _apply_kernel(kernel, score, answer, layout: Mapping[str, str | None], kwargs, extra: Mapping[str, Sequence]):
-    """Run a chunk kernel lazily over every question chunk of ``score``.
-
-    ``layout`` maps each output name to its extra dim (or None): outputs are
-    (question, precision[, extra]) with ``extra[dim]`` as that dim's coordinate. Question
-    coordinates (task, n_candidates, label, ...) are kept.
-    """
-    import xarray as xr
-
-    names = list(layout)
-    K = score["n_candidates"].reset_coords(drop=True).astype(np.int64)
-
-    def run(s, k, y):
-        res = kernel(s, k, y, **kwargs)
-        return tuple(res[n] for n in names)
-
-    tmp = {d: f"_{d}" for d in extra}
-    core = [[L.PRECISION] + ([tmp[layout[n]]] if layout[n] else []) for n in names]
-    outs = xr.apply_ufunc(
-        run, score, K, answer,
-        input_core_dims=[[L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION], [], []],
-        output_core_dims=core,
-        dask="parallelized",
-        output_dtypes=[np.float64] * len(names),
-        dask_gufunc_kwargs={"output_sizes": {tmp[d]: len(v) for d, v in extra.items()}},
-    )
-    if len(names) == 1:
-        outs = (outs,)
-    out = xr.Dataset(dict(zip(names, outs)))
-    out = out.rename({tmp[d]: d for d in extra if tmp[d] in out.dims})
-    out = out.assign_coords({d: list(v) for d, v in extra.items() if d in out.dims})
-    out = out.assign_coords({L.PRECISION: score[L.PRECISION].values})
-    return out
-
-
-def _grid_of(score, grid, T: int) -> Grid:
-    """A :class:`Grid` from a Grid, a spelling or a sequence of recorded depths < T."""
-    recorded = [int(t) for t in score[L.DEPTH].values]
-    if isinstance(grid, str):
-        grid = parse_grid(grid, recorded, T)
-    elif not isinstance(grid, Grid):
-        depths = tuple(sorted({int(t) for t in grid}))
-        grid = Grid(",".join(map(str, depths)), depths, T)
-        bad = [t for t in grid.depths if t not in recorded]
-        if bad:
-            raise ValueError(f"grid depths {bad} are not recorded in the store")
-    if grid.endpoint != T:
-        raise ValueError(f"grid {grid.name!r} was made for T={grid.endpoint}, not T={T}")
-    return grid
-
-
-def _depths_of(score, depths, T: int) -> list[int]:
-    """Recorded depths ≤ T (default all of them); raises for an unrecorded or deeper one."""
-    recorded = [int(t) for t in score[L.DEPTH].values]
-    if depths is None:
-        return [t for t in recorded if t <= T]
-    depths = sorted({int(t) for t in depths})
-    bad = [t for t in depths if t not in recorded or t > T]
-    if bad:
-        raise ValueError(f"depths {bad} are not recorded depths at or below the endpoint T={T}")
-    return depths
-
-
-def _describe(ds, name: str = "", default: str = "store") -> str:
-    """How to name a store in messages: ``name``, else its source path, model and readout."""
-    if name:
-        return name
-    src = getattr(ds, "encoding", {}).get("source")
-    if src:
-        return str(src)
-    meta = getattr(ds, "attrs", {}).get("depthtraj") or {}
-    model = (meta.get("model") or {}).get("name") if isinstance(meta, dict) else None
-    kind = (meta.get("readout") or {}).get("kind") if isinstance(meta, dict) else None
-    return " ".join(x for x in (model, kind) if x) or default
 
 
 # ----------------------------------------------------------------------------------------------
@@ -416,17 +263,17 @@ def correctness_summary(ds, depths: Sequence[int] | None = None, grid="quarter",
         the grid is invalid.
     """
     score = score_of(ds)
-    answer = _answer_of(score, required=True)
+    answer = answer_of(score, required=True)
     recorded = [int(t) for t in score[L.DEPTH].values]
     T = resolve_endpoint(recorded, endpoint)
-    depths = _depths_of(score, depths, T)
-    g = _grid_of(score, grid, T)
+    depths = depths_of(score, depths, T)
+    g = grid_of(score, grid, T)
     kw = {
         "depth_idx": [recorded.index(t) for t in depths],
         "grid_idx": [recorded.index(t) for t in g.depths], "endpoint_idx": recorded.index(T),
     }
     layout = {n: d for n, (d, _, _) in CORRECTNESS_VARS.items()} | {"complete": None}
-    out = _apply_kernel(correctness_kernel, score, answer, layout, kw, {L.DEPTH: depths})
+    out = apply_kernel(correctness_kernel, score, answer, layout, kw, {L.DEPTH: depths})
     out = out.transpose(L.QUESTION, L.PRECISION, ...)
     for n, (_, text, units) in CORRECTNESS_VARS.items():
         out[n].attrs.update(long_name=text, units=units, paper="r3:eq:correctness")
@@ -488,8 +335,8 @@ def endpoint_agreement(
     import xarray as xr
 
     sa, sb = score_of(first), score_of(second)
-    na = _describe(first, (names or ("", ""))[0], "first store")
-    nb = _describe(second, (names or ("", ""))[1], "second store")
+    na = describe_store(first, (names or ("", ""))[0], "first store")
+    nb = describe_store(second, (names or ("", ""))[1], "second store")
     ids_a = [str(x) for x in np.asarray(sa[L.QUESTION].values).tolist()]
     ids_b = [str(x) for x in np.asarray(sb[L.QUESTION].values).tolist()]
     pos_b = {q: j for j, q in enumerate(ids_b)}
@@ -542,61 +389,9 @@ def endpoint_agreement(
     return out
 
 
+
+
 def cell_values(summary, statistics: Mapping[str, tuple[str, ...]] = CELL_STATISTICS, *, by: str = "task"):
-    """Cell values from per-question summaries, as a statistics table prescribes (lazy).
-
-    ``summary`` has a ``question`` dim (plus any others, e.g. precision, depth) and, ideally,
-    a ``by`` coordinate along it (cells = its values; without one a single cell ``'all'``).
-    ``statistics`` maps a cell-statistic name to ``("mean", var)``, ``("sum", var)`` or
-    ``("ratio", num, den)`` (:data:`CELL_STATISTICS` here, or
-    :data:`depthtraj.analysis.dynamics.CELL_STATISTICS`); entries whose variables are absent
-    from ``summary`` are skipped. NaN questions are left out (for a ratio, questions where
-    either variable is NaN); a mean or ratio over no question is NaN.
-
-    Returns
-    -------
-    xarray.Dataset, dask-backed, dims (``by``, *other dims of each variable*), one variable per
-    statistic, in the units of its summary variables.
-
-    Raises
-    ------
-    ValueError
-        for an unknown rule.
-    """
-    import xarray as xr
-
-    from .aggregate import cell_labels
-
-    names, codes = cell_labels(summary, by)
-    onehot = xr.DataArray(
-        (codes[:, None] == np.arange(len(names))[None, :]).astype(np.float64),
-        dims=(L.QUESTION, by), coords={by: names},
-    )
-
-    def total(x, keep):  # Σ over the cell's questions of x where keep
-        return (x.where(keep, 0.0) * onehot).sum(L.QUESTION)
-
-    out = {}
-    for name, rule in statistics.items():
-        kind, *vars_ = rule
-        if kind not in ("mean", "sum", "ratio") or len(vars_) != (2 if kind == "ratio" else 1):
-            raise ValueError(f"statistic {name!r}: unknown rule {rule!r}")
-        if any(v not in summary for v in vars_):
-            continue
-        x = summary[vars_[0]].reset_coords(drop=True)
-        fin = np.isfinite(x)
-        if kind == "sum":
-            val = total(x, fin)
-        elif kind == "mean":
-            n = total(xr.ones_like(x), fin)
-            val = total(x, fin) / n.where(n > 0)
-        else:
-            y = summary[vars_[1]].reset_coords(drop=True)
-            both = fin & np.isfinite(y)
-            den = total(y, both)
-            val = total(x, both) / den.where(den != 0)
-        val.attrs.update(rule=" ".join(rule))
-        out[name] = val.transpose(by, ...)
-    res = xr.Dataset(out)
-    res.attrs.update(summary.attrs)
-    return res
+    """:func:`depthtraj.analysis.core.cells.cell_values` with the correctness statistics
+    (:data:`CELL_STATISTICS`) as the default table (lazy; dims (``by``, ...))."""
+    return cells.cell_values(summary, statistics, by=by)

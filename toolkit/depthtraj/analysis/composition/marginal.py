@@ -48,11 +48,12 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from .. import layout as L
-from .correctness import _arrangement_weights, _used_arrangements
-from .energy import _K, map_question_chunks, parse_starts
-from .geometry import score_of
-from .grid import resolve_endpoint
+from ... import layout as L
+from ..core.arrangements import arrangement_weights, used_arrangements
+from ..core.chunks import candidate_counts, map_question_chunks
+from .energy import parse_starts
+from ..core.data import score_of
+from ..core.grid import resolve_endpoint
 
 __all__ = [
     "CELL_STATISTICS",
@@ -193,7 +194,7 @@ def marginal_kernel(s, K, answer=None, *, src_idx, dst_idx, used=None, **_ignore
     if s.dtype not in (np.float32, np.float64):
         s = s.astype(np.float64)
     K = np.ascontiguousarray(np.asarray(K).astype(np.int64))
-    w = np.ascontiguousarray(_arrangement_weights(_used_arrangements(s, used)))
+    w = np.ascontiguousarray(arrangement_weights(used_arrangements(s, used)))
     Ct, Et, St, ok = _marginal_sums(s, K, w, np.asarray(list(src_idx), np.int64), np.asarray(list(dst_idx), np.int64))
     return {
         "xi_C": Ct.sum(-1), "xi_E": Et.sum(-1), "xi_n": np.where(ok, 1.0, np.nan),
@@ -267,7 +268,7 @@ def marginal_groups(score, *, by: str = "task", within: Sequence[str] = ("subjec
     (``'cell|subject|K=4|A=1'``), ``codes`` ``[question]`` int64, the cell names, each group's
     cell index and K_g.
     """
-    from .questions import group_name, local_codes, question_columns
+    from ..core.questions import group_name, local_codes, question_columns
 
     n = score.sizes[L.QUESTION]
     if used is not None:
@@ -320,7 +321,7 @@ def _used_of(ds, score):
     """``[question, arrangement]`` used arrangements from ``arrangement_order`` (spec §4.3), or None."""
     import xarray as xr
 
-    from ..store import used_arrangements
+    from ...store import used_arrangements
 
     if isinstance(ds, xr.Dataset) and "arrangement_order" in ds.variables:
         used = np.array(used_arrangements(ds).values, dtype=bool)
@@ -359,7 +360,7 @@ def marginal_summary(ds, destinations=None, endpoint: int | None = None):
     kw = dict(src_idx=[recorded.index(a) for a, _ in pairs], dst_idx=[recorded.index(b) for _, b in pairs])
     layout = {n: (L.PRECISION,) + extra for n, (extra, _, _, _) in MARGINAL_VARS.items()}
     extra = {L.DEPTH: [b for _, b in pairs], L.CANDIDATE: list(score[L.CANDIDATE].values)}
-    out = map_question_chunks(marginal_kernel, [score, _K(score)], layout, kw, extra)
+    out = map_question_chunks(marginal_kernel, [score, candidate_counts(score)], layout, kw, extra)
     out = out.assign_coords(source=(L.DEPTH, [a for a, _ in pairs]))
     for n, (_, text, units, label) in MARGINAL_VARS.items():
         out[n].attrs.update(long_name=text, units=units, paper=label)

@@ -31,9 +31,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .. import layout as L
-from .aggregate import INCREMENTS, LADDER_MEANS
-from .geometry import BOUNDS
+from ... import layout as L
+from ..geometry.aggregate import INCREMENTS, LADDER_MEANS
+from ..geometry.ladder import BOUNDS
 from .grid import Grid, format_depths
 
 __all__ = [
@@ -496,7 +496,7 @@ def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level:
                   comparisons: Sequence[Table] = ()) -> dict:
     """The single JSON document (``"schema": "depthtraj.analysis/3"``, see
     ``spec/analysis-json.md``)."""
-    from .. import __version__
+    from ... import __version__
 
     return {
         "schema": SCHEMA,
@@ -543,7 +543,7 @@ def _key_cols(by: str, *extra: Column) -> list[Column]:
 def _stat_rows(res, specs, *, store, model, readout, by, T, scale, extra_index=None, extra_key=None, extra_values=()):
     """Rows ``(cell, precision[, extra])`` of statistics ``specs`` = {key: (kind, *vars)} from
     :func:`~depthtraj.analysis.passes.pass_statistic`, values × ``scale[key]``."""
-    from .passes import pass_statistic
+    from ..engine import pass_statistic
 
     stats = {k: pass_statistic(res, kind, *v) for k, (kind, *v) in specs.items()}
     rows = []
@@ -660,7 +660,7 @@ def tau_table(res, *, store: str, model: str, readout: str = "F1", by: str = "ta
 def rho_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
     """The ρ = q/r distribution on the 0.01 grid (``pd:eq:tau``, ``pd:fig:precision``): pairs of
     𝓘 per bin [k/100, (k+1)/100) and ρ = 1 in the last (questions-weighted counts)."""
-    from .dynamics import RHO_EDGES
+    from ..dynamics.increments import RHO_EDGES
 
     cols = _key_cols(by, Column("rho_lo", "ρ from", kind="str"))
     cols.append(Column("count", "pairs", "pairs", digits=2, group="value"))
@@ -703,7 +703,7 @@ def _windows_text(res) -> str:
 def _attenuation_stats(res):
     """Draws of the attenuation statistics (``pd:eq:relative-attenuation``,
     ``pd:eq:attenuation-ratios``, ``pd:eq:weight``)."""
-    from .passes import combine, statistic_draws as sd
+    from ..engine import combine, statistic_draws as sd
 
     out, draws = {}, {}
     for w in ("early", "late"):
@@ -717,10 +717,10 @@ def _attenuation_stats(res):
         out[f"delta_{name}"] = combine(draws[f"{name}_late"], draws[f"{name}_early"], lambda a, b: a - b)
     out["rho_Q"] = combine(draws["Q_late"], draws["Q_early"], np.divide)
     out["rho_C"] = combine(draws["C_late"], draws["C_early"], np.divide)
-    from .passes import _interval
+    from .bootstrap import interval
 
     for k, v in draws.items():
-        out[k] = _interval(v[0], v[1], 0.95)
+        out[k] = interval(v[0], v[1], 0.95)
     return out
 
 
@@ -806,13 +806,14 @@ def energy_shares_table(res, *, store: str, model: str, readout: str = "F1", by:
 def precision_table(res, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
     """τ per precision arm and its paired difference from the first arm (pp), exact zero-span
     increments and pairs per arm (``pd:app:tab:precision``, ``pd:app:extended-precision``)."""
-    from .passes import _interval, statistic_draws as sd
+    from .bootstrap import interval
+    from ..engine import statistic_draws as sd
 
     pt, bt = sd(res, "ratio", "sum_tr", "sum_r")  # [group, P], [draw, group, P]
     ref = (pt[:, :1], bt[:, :, :1] if len(bt) else bt)
-    diff = _interval(pt - ref[0], (bt - ref[1]) if len(bt) else bt, 0.95)
-    stats = {"tau": _interval(pt, bt, 0.95), "tau_minus_first": diff,
-             "n_zero_span": _interval(*sd(res, "sum", "n_zero_span"), 0.95), "n_I": _interval(*sd(res, "sum", "n_I"), 0.95)}
+    diff = interval(pt - ref[0], (bt - ref[1]) if len(bt) else bt, 0.95)
+    stats = {"tau": interval(pt, bt, 0.95), "tau_minus_first": diff,
+             "n_zero_span": interval(*sd(res, "sum", "n_zero_span"), 0.95), "n_I": interval(*sd(res, "sum", "n_I"), 0.95)}
     cols = _key_cols(by)
     cols += [Column("tau", "τ %", "%", True, group="value"),
              Column("tau_minus_first", f"τ − τ[{res.precision[0]}] pp", "pp", True, group="value"),
@@ -834,7 +835,7 @@ def marginal_table(res, cov: dict, *, store: str, model: str, readout: str = "F1
     late destinations. ``cov`` maps window name -> computed
     :func:`~depthtraj.analysis.marginal.marginal_covariance` Dataset with ``xi_perm``,
     ``xi_perm_se`` (dims by, precision), or is empty."""
-    from .passes import pass_statistic
+    from ..engine import pass_statistic
 
     cols = _key_cols(by, Column("window", "Destinations", kind="str"))
     cols += [Column("xi_obs", "Observed Ξ %", "%", True, group="value"),

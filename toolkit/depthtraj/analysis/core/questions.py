@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 import numpy as np
 
-from .. import layout as L
+from ... import layout as L
 
 __all__ = ["group_name", "local_codes", "merge_keys", "question_columns"]
 
@@ -69,7 +69,7 @@ def question_columns(score, *, by: str = "task", within: Sequence[str] = ("subje
     return out
 
 
-def _text(x) -> np.ndarray:
+def text_values(x) -> np.ndarray:
     """Values as text (cells are compared as ``str(value)``): an object array of str."""
     x = np.asarray(x)
     if x.dtype.kind in "TO":
@@ -104,7 +104,7 @@ def _factorize(x: np.ndarray, text: bool) -> tuple[np.ndarray, np.ndarray]:
 
     x = np.asarray(x)
     if text and x.dtype.kind not in "TU":
-        x = _text(x)  # objects or numbers: compare as str(value)
+        x = text_values(x)  # objects or numbers: compare as str(value)
     n = len(x)
     codes = np.full(n, -1, np.int64)
     uniques = []

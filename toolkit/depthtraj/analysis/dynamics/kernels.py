@@ -32,8 +32,8 @@ import itertools
 import numpy as np
 from numba import njit
 
-from . import kernels as _kern
-from .kernels import RHO_BINS, gaps_at, q_raw_bounds
+from ..geometry import kernels as _kern
+from ..geometry.kernels import RHO_BINS, gaps_at, q_raw_bounds
 
 __all__ = [
     "CORRECTNESS_DEPTH_FIELDS",

@@ -1,0 +1,171 @@
+"""The whole-question bootstrap (``pd:sec:observation``, "Paired uncertainty estimates").
+
+Question i enters draw b with multiplicity ``w_bi ~ Poisson(1)``, a function of (seed,
+question id, b) only (:func:`poisson_weights` of :func:`question_keys`), so every quantity,
+arm, grid and store resampled with the same seed is paired question by question, and the
+draws do not depend on chunking or scheduling. Percentile intervals are read off the draws
+(:func:`percentile_interval`, :func:`interval`). :func:`one_blas_thread` pins the BLAS of the
+bootstrap's matrix products to one summation order.
+
+Part of the shared lower layer: imports no section.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "blas_scope",
+    "bootstrap_means",
+    "bootstrap_weights",
+    "interval",
+    "one_blas_thread",
+    "percentile_interval",
+    "poisson_weights",
+    "question_keys",
+    "splitmix64",
+]
+
+
+def question_keys(ids) -> np.ndarray:
+    """64-bit bootstrap keys of question ids (blake2b of the UTF-8 id): ``[question]`` uint64.
+
+    The key, not the position, identifies a question to the bootstrap, so stores holding the
+    same questions in any order are resampled alike (paired).
+    """
+    ids = np.asarray(ids).tolist()
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(str(q).encode("utf-8"), digest_size=8,
+                                        person=b"depthtraj-boot").digest(), "little") for q in ids),
+        dtype=np.uint64, count=len(ids),
+    )
+
+
+_BLAS = {}
+
+
+def one_blas_thread():
+    """Pin the BLAS of this process to one thread (threadpoolctl), so that the bootstrap's
+    matrix products — the only BLAS calls of the pass — sum in one order whatever thread count
+    BLAS would choose: the same inputs give the same bytes under any scheduler (threads,
+    processes, a dask.distributed cluster), ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS``.
+    The scheduler's workers give the parallelism. Called by every chunk of the pass; it leaves
+    the limit set in the process (:func:`blas_scope` restores it in the caller's process).
+    Returns the limiter."""
+    import os
+
+    pid = os.getpid()
+    if pid not in _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.clear()
+        _BLAS[pid] = ThreadpoolController()
+    return _BLAS[pid].limit(limits=1, user_api="blas")
+
+
+def blas_scope():
+    """A context manager computing the pass with one BLAS thread in this process and restoring
+    the previous limit afterwards (:func:`one_blas_thread`)."""
+    return one_blas_thread()
+
+
+def interval(point, boot, level):
+    """``(point, lo, hi)``: the percentile interval (:func:`percentile_interval`) of the draws
+    ``boot`` ``[draw, ...]`` around ``point`` ``[...]``; lo/hi NaN without draws."""
+    point = np.asarray(point, dtype=np.float64)
+    if boot.shape[0] == 0:
+        return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
+    lo, hi = percentile_interval(boot, level)
+    return point, lo, hi
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+
+
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+#: Poisson(1) cumulative probabilities Pr(W ≤ k), k = 0..19 (beyond: below 2^-53 of mass).
+_POISSON_CDF = np.cumsum([np.exp(-1.0) / float(np.prod(np.arange(1, k + 1))) for k in range(20)])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def splitmix64(x):
+    """The splitmix64 finaliser (a bijective 64-bit mixer)."""
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def poisson_weights(keys, draws, seed):
+    """Poisson(1) resampling multiplicities ``[draw, question]`` (float32: small integers) of
+    questions ``keys``.
+
+    Entry ``(b, i)`` is a function of ``(seed, keys[i], b)`` only, through a counter-based
+    generator (splitmix64 of ``key + mix(seed) + (b + 1)·φ``, then the Poisson(1) inverse CDF),
+    so a question's multiplicity in draw b does not depend on the chunking, on the other
+    questions or on which store it comes from: every analysis of the same questions is paired.
+    """
+    n = keys.shape[0]
+    out = np.empty((draws, n), dtype=np.float32)
+    s = splitmix64(np.uint64(seed) + _GOLDEN)
+    cdf = _POISSON_CDF
+    for b in range(draws):
+        off = s + np.uint64(b + 1) * _GOLDEN
+        for i in range(n):
+            x = splitmix64(keys[i] + off)
+            u = float(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+            w = 0
+            while w < 19 and u >= cdf[w]:
+                w += 1
+            out[b, i] = w
+    return out
+
+
+
+
+
+def bootstrap_weights(ids, draws: int, seed: int = 0) -> np.ndarray:
+    """Poisson(1) whole-question resampling multiplicities ``[draw, question]`` (float64).
+
+    ``ids`` are the question ids; entry (b, i) depends only on (seed, ids[i], b)
+    (:func:`~depthtraj.analysis.kernels.poisson_weights`), so every quantity, arm, grid and
+    store resampled with the same seed is paired question by question.
+    """
+
+    if draws <= 0:
+        return np.zeros((0, len(np.asarray(ids))))
+    return poisson_weights(question_keys(ids), int(draws), int(seed)).astype(np.float64)
+
+
+def bootstrap_means(X: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Resampled means ``[draw, column]`` of the columns of ``X`` ``[question, column]``.
+
+    ``W`` ``[draw, question]`` are resampling multiplicities (:func:`bootstrap_weights`); a
+    draw's mean of column c is ``Σ_i w_bi X_ic / Σ_i w_bi 1{X_ic finite}`` (NaN entries left
+    out; NaN where a draw has no weight on a finite value). One product serves every column,
+    so the draws are paired across columns.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim == 1:
+        X = X[:, None]
+    V = np.isfinite(X)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (W @ np.where(V, X, 0.0)) / (W @ V.astype(np.float64))
+
+
+def percentile_interval(boot: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The (1-level)/2 and (1+level)/2 percentiles over the first axis (NaN draws ignored)."""
+    alpha = 1.0 - level
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanquantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+    return lo, hi
+
