@@ -60,7 +60,8 @@ def _child(args) -> dict:
     import numpy as np
 
     from depthtraj.analysis import finish_pass, open_for_analysis, parse_grid, score_of, store_pass
-    from depthtraj.analysis.cli import attenuation_windows, run_analyze
+    from depthtraj.analysis.cli import run_analyze
+    from depthtraj.analysis.composition.energy import attenuation_windows
 
     dask.config.set(scheduler="threads")
     ds = open_for_analysis(args.store)  # as `depthtraj analyze` opens it

@@ -125,7 +125,7 @@ def test_one_pass_equals_the_public_functions(case):
     # earliest_depths per grid, its bootstrap sums = W @ summaries, its ladder totals =
     # ladder_cells, its D_j histogram = depth_cdf; on random stores (including empty grids).
     from depthtraj.analysis import Grid, cell_labels, depth_cdf, finish_pass, ladder_totals_cells, score_of, store_pass
-    from depthtraj.analysis.engine import GEOMETRY_COLUMNS
+    from depthtraj.analysis.geometry.section import GEOMETRY_COLUMNS
 
     ds = case.dataset()
     below = [t for t in case.depths if t < case.T]
@@ -200,7 +200,7 @@ def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn, native):
     from depthtraj.analysis import Grid, cell_labels, finish_pass, score_of, store_pass
     from depthtraj.analysis.dynamics import correctness as corr
     from depthtraj.analysis.dynamics import increments as dyn
-    from depthtraj.analysis.engine import pass_statistic
+    from depthtraj.analysis.core.results import pass_statistic
 
     case, labels, _ = drawn
     ds = case.dataset().assign_coords(label=("question", labels.astype(np.int8)))
@@ -242,7 +242,7 @@ def test_one_pass_dynamics_equal_the_lazy_cell_values(drawn, native):
 def test_one_pass_over_no_question(small_store):
     # a selection that leaves no question still gives correctly shaped, empty results
     from depthtraj.analysis import finish_pass, parse_grid, score_of, store_pass
-    from depthtraj.analysis.cli import attenuation_windows
+    from depthtraj.analysis.composition.energy import attenuation_windows
 
     ds = open_store(small_store)
     score = score_of(ds).isel(question=slice(0, 0))

@@ -156,7 +156,8 @@ def test_a_pass_without_geometry_gives_the_same_later_sections(small_store, draw
         np.testing.assert_array_equal(c, f[1], err_msg=name)
         np.testing.assert_allclose(bs, f[2], rtol=1e-6, err_msg=name)
         np.testing.assert_allclose(bc, f[3], rtol=1e-6, err_msg=name)
-    from depthtraj.analysis.engine import ENERGY_SUM, SCALE_SUM
+    from depthtraj.analysis.composition.section import ENERGY_SUM
+    from depthtraj.analysis.sensitivity.section import SCALE_SUM
 
     assert set(part.extra["sum"]) == {f"int_{v}" for v in ENERGY_SUM} | set(SCALE_SUM)
     for name, (s, c) in part.extra["sum"].items():

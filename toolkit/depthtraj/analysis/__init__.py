@@ -23,7 +23,8 @@ from .core.bootstrap import bootstrap_means, bootstrap_weights, percentile_inter
 from .core.cells import cell_labels, compute_together
 from .core.data import ExcludedQuestionsWarning, open_for_analysis, score_of
 from .core.grid import Grid, format_depths, native_grid, parse_grid, quarter_depths, resolve_endpoint
-from .engine import PassResult, finish_pass, pass_estimates, store_pass
+from .core.results import PassResult
+from .engine import finish_pass, store_pass
 from .geometry import (
     BOUNDS,
     DEPTH_METHODS,
@@ -40,6 +41,7 @@ from .geometry import (
     ladder_totals_cells,
     question_summary,
 )
+from .geometry.section import pass_estimates
 
 compat.install()
 

@@ -86,6 +86,8 @@ __all__ = [
     "attenuation",
     "attenuation_kernel",
     "attenuation_summary",
+    "attenuation_windows",
+    "interval_positions",
     "cell_statistics",
     "energies",
     "energy_kernel",
@@ -503,7 +505,7 @@ def resolve_intervals(score, intervals="adjacent", endpoint: int | None = None) 
     return pairs, T
 
 
-def _positions(recorded: Sequence[int], pairs: Sequence[tuple[int, int]]):
+def interval_positions(recorded: Sequence[int], pairs: Sequence[tuple[int, int]]):
     """(upos, ia, ib): recorded positions of the union of interval ends, and each interval's ends
     as indices into that union (int64 arrays)."""
     rec = [int(t) for t in recorded]
@@ -851,7 +853,7 @@ def energies(ds, intervals="adjacent", endpoint: int | None = None):
 
     score = score_of(ds)
     pairs, T = resolve_intervals(score, intervals, endpoint)
-    upos, ia, ib = _positions(score[L.DEPTH].values, pairs)
+    upos, ia, ib = interval_positions(score[L.DEPTH].values, pairs)
     K = candidate_counts(score)
 
     def run(s, k):
@@ -890,7 +892,7 @@ def energy_summary(ds, intervals="adjacent", endpoint: int | None = None):
     """
     score = score_of(ds)
     pairs, T = resolve_intervals(score, intervals, endpoint)
-    upos, ia, ib = _positions(score[L.DEPTH].values, pairs)
+    upos, ia, ib = interval_positions(score[L.DEPTH].values, pairs)
     layout = {n: (L.PRECISION, "interval") for n in ENERGY_FIELDS} | {"complete_energy": (L.PRECISION,)}
     out = map_question_chunks(energy_kernel, [score, candidate_counts(score)], layout, dict(upos=upos, ia=ia, ib=ib),
                               {"interval": _interval_names(pairs)})
@@ -927,7 +929,7 @@ def energy_shares(ds, intervals="adjacent", endpoint: int | None = None, *, by: 
 
     score = score_of(ds)
     pairs, T = resolve_intervals(score, intervals, endpoint)
-    upos, ia, ib = _positions(score[L.DEPTH].values, pairs)
+    upos, ia, ib = interval_positions(score[L.DEPTH].values, pairs)
     names, codes = cell_labels(score, by)
     K = np.asarray(score["n_candidates"].values).astype(np.int64)
     G, P, I = len(names), score.sizes[L.PRECISION], len(pairs)
@@ -997,7 +999,7 @@ def attenuation_summary(ds, early, late, step: int = 1, *, late_step: int | None
     T = resolve_endpoint(recorded, endpoint)
     e = window_intervals(early, step, recorded, T)
     lt = window_intervals(late, step if late_step is None else late_step, recorded, T)
-    upos, ia, ib = _positions(recorded, e + lt)
+    upos, ia, ib = interval_positions(recorded, e + lt)
     layout = {n: (L.PRECISION,) for n in ATTENUATION_VARS}
     out = map_question_chunks(attenuation_kernel, [score, candidate_counts(score)], layout,
                               dict(upos=upos, ia=ia, ib=ib, n_early=len(e)), {})
@@ -1060,7 +1062,7 @@ def vocabulary_invariance(ds, intervals="adjacent", endpoint: int | None = None)
                          "(pd:eq:vocabulary-invariance); this store has none")
     score = score_of(ds)
     pairs, T = resolve_intervals(score, intervals, endpoint)
-    upos, ia, ib = _positions(score[L.DEPTH].values, pairs)
+    upos, ia, ib = interval_positions(score[L.DEPTH].values, pairs)
     lv = ds["logsumexp"].reset_coords(drop=True).transpose(*L.DEPTH_STAT_DIMS)
     lv = lv.chunk({L.QUESTION: score.chunks[0], **{d: -1 for d in L.DEPTH_STAT_DIMS[1:]}})
 
@@ -1133,3 +1135,37 @@ def cell_statistics(summary, statistics: Mapping[str, tuple[str, ...]] = CELL_ST
             out[name].attrs.update(rule=" ".join(rule))
     out.attrs.update(summary.attrs)
     return out
+
+
+def attenuation_windows(recorded, T: int, spec=None):
+    """The early and late windows of interval starts for the §5 attenuation analyses
+    (``arxiv:sec:attenuation``): ``spec`` = ``(early, late, step)`` as strings/ints
+    (``'4:7'``, ``'24:27'``, ``4``) or None for the default — step h = max(1, T // 8), early
+    starts h..2h−1, late starts T−2h..T−h−1 (T = 32: 4:7 and 24:27 with step 4, the paper's
+    Huginn windows; for Ouro's 1→2 vs 3→4 pass ``--early 1 --late 3 --step 1``).
+
+    Returns ``((early, late, step), '')`` or ``(None, reason)`` when the default does not fit the
+    store. Raises ValueError for an explicit window that is not recorded (one line).
+    """
+
+    if spec is not None and any(x is not None for x in spec):
+        early, late, step = spec
+        if early is None or late is None:
+            raise ValueError("--early and --late go together (with --step, default 1)")
+        step = int(step or 1)
+        e, l_ = parse_starts(early), parse_starts(late)
+        window_intervals(e, step, recorded, T)
+        window_intervals(l_, step, recorded, T)
+        return (tuple(e), tuple(l_), step), ""
+    h = max(1, T // 8)
+    e, l_ = list(range(h, 2 * h)), list(range(T - 2 * h, T - h))
+    try:
+        if not e or not l_ or l_[0] <= e[-1]:
+            raise ValueError
+        window_intervals(e, h, recorded, T)
+        window_intervals(l_, h, recorded, T)
+    except ValueError:
+        return None, (f"no default attenuation windows for T={T} on the recorded depths; "
+                      "give --early, --late and --step")
+    return (tuple(e), tuple(l_), h), ""
+

@@ -377,10 +377,10 @@ def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ig
     unknown). NaN where incomplete.
     """
     s, K, u, y = compiled_args(s, K, used, answer)
-    return _permutation(s, K, u, y, depth_positions(grid_idx), int(endpoint_idx))
+    return permutation_summaries(s, K, u, y, depth_positions(grid_idx), int(endpoint_idx))
 
 
-def _permutation(s, K, u, y, grid_idx, endpoint_idx):
+def permutation_summaries(s, K, u, y, grid_idx, endpoint_idx):
     """:func:`permutation_kernel` on prepared arguments (:func:`compiled_args`)."""
     from . import kernels as kd
 
@@ -407,7 +407,7 @@ def dynamics_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=Non
     g = depth_positions(grid_idx)
     out = _increments(s, K, u, depth_positions(depth_idx))
     out.update(_promotion(s, K, u, g, int(endpoint_idx)))
-    out.update(_permutation(s, K, u, y, g, int(endpoint_idx)))
+    out.update(permutation_summaries(s, K, u, y, g, int(endpoint_idx)))
     return out
 
 

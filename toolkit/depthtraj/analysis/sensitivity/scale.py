@@ -198,7 +198,7 @@ def centre_residual_kernel(s, K, answer=None, *, depth_idx, alphas=DEFAULT_ALPHA
     }
 
 
-def _alphas(alphas) -> list[float]:
+def check_alphas(alphas) -> list[float]:
     al = [float(a) for a in alphas]
     if not al or any(not np.isfinite(a) or a <= 0 for a in al):
         raise ValueError(f"every scale α must be a positive number, got {list(alphas)}")
@@ -219,7 +219,7 @@ def centre_residual_summary(ds, alphas=DEFAULT_ALPHAS, depths: Sequence[int] | N
     ValueError
         for a non-positive α, an unrecorded depth or endpoint, or fewer than two depths.
     """
-    al = _alphas(alphas)
+    al = check_alphas(alphas)
     score = score_of(ds)
     recorded = [int(t) for t in score[L.DEPTH].values]
     T = resolve_endpoint(recorded, endpoint)
@@ -476,7 +476,7 @@ def scale_invariance(ds, alphas=DEFAULT_ALPHAS, grid="quarter", endpoint: int | 
     from ..geometry.ladder import depth_area, earliest_depths
     from ..composition.marginal import CELL_STATISTICS as XI, marginal_summary
 
-    al = _alphas(alphas)
+    al = check_alphas(alphas)
     base = score_of(ds).astype(np.float64)
     y0 = winners(base)
 

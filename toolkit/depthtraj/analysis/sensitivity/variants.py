@@ -25,7 +25,7 @@ import numpy as np
 
 from ... import layout as L
 from ..core.grid import format_depths, parse_grid, resolve_endpoint
-from ..core.tables import Column, Table, _with_cell
+from ..core.tables import Column, Table, with_cell
 
 __all__ = ["format_table", "shared_questions", "text_variants_table"]
 
@@ -66,7 +66,7 @@ def _run(ds, grid_spec, endpoint, *, by, draws, seed):
 
 def _geo(res, name):
     """(point [group, P], boot [draw, group, P]) of a geometry column of grid 0."""
-    from ..engine import GEOMETRY_COLUMNS
+    from ..geometry.section import GEOMETRY_COLUMNS
 
     G, P, F = len(res.grids), len(res.precision), len(GEOMETRY_COLUMNS)
     k = GEOMETRY_COLUMNS.index(name)
@@ -125,7 +125,7 @@ def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str],
     cells = (np.array([str(v) for v in np.asarray(a[coord].values).tolist()], dtype=object) if coord in a.coords
              else np.full(len(ids), "all", dtype=object))
 
-    cols = _with_cell([
+    cols = with_cell([
         Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
         Column("readout", "Format", kind="str"), Column("task", "Task", kind="str"),
         Column("precision", "Precision", kind="str"), Column("T", "T", kind="int"),

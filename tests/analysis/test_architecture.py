@@ -1,0 +1,146 @@
+"""The analysis package's rooms (ARCHITECTURE.md): the import graph of ``depthtraj.analysis`` has
+no cycle, no module imports an underscore name from another module, the shared lower layer
+(``core``) imports no section and no engine, and the engine names no section. Imports are read
+from the source (module-level and function-level alike)."""
+
+import ast
+from pathlib import Path
+
+import depthtraj.analysis as analysis
+
+ROOT = Path(analysis.__file__).parent
+PKG = "depthtraj.analysis"
+SECTIONS = ("geometry", "dynamics", "composition", "sensitivity")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in ROOT.rglob("*.py"):
+        parts = f.relative_to(ROOT).with_suffix("").parts
+        name = ".".join((PKG,) + (parts[:-1] if parts[-1] == "__init__" else parts))
+        out[name] = f
+    return out
+
+
+def _imports(name: str, path: Path):
+    """``(module imported, names)`` of every relative import inside the analysis package."""
+    is_pkg = path.name == "__init__.py"
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            pkg = base[: len(base) - node.level + 1]
+            target = ".".join(pkg + ([node.module] if node.module else []))
+            if not target.startswith(PKG):
+                continue
+            yield target, [a.name for a in node.names]
+
+
+def _graph():
+    mods = _modules()
+    graph = {m: set() for m in mods}
+    private = []
+    for m, path in mods.items():
+        for target, names in _imports(m, path):
+            for n in names:
+                sub = f"{target}.{n}"
+                dest = sub if sub in mods else target
+                if dest in mods and dest != m:
+                    graph[m].add(dest)
+                if n.startswith("_") and sub not in mods:
+                    private.append(f"{m} imports {n} from {target}")
+    return graph, private
+
+
+def _cycle(graph):
+    """One cycle of module imports (package __init__ re-exports excluded), or None."""
+    edges = {m: {d for d in ds if not _is_package(d)} for m, ds in graph.items() if not _is_package(m)}
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for d in edges.get(m, ()):
+            if state.get(d) == 1:
+                return stack[stack.index(d):] + [d]
+            if d not in state and (c := visit(d)):
+                return c
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in edges:
+        if m not in state and (c := visit(m)):
+            return c
+    return None
+
+
+def _is_package(name: str) -> bool:
+    return _modules()[name].name == "__init__.py"
+
+
+def test_no_import_cycle_between_modules():
+    graph, _ = _graph()
+    assert _cycle(graph) is None
+
+
+def test_no_private_name_imported_across_modules():
+    _, private = _graph()
+    assert private == []
+
+
+def test_core_imports_no_section_and_no_engine():
+    graph, _ = _graph()
+    for m, deps in graph.items():
+        if m.startswith(f"{PKG}.core"):
+            bad = [d for d in deps if not d.startswith(f"{PKG}.core")]
+            assert bad == [], f"{m} imports {bad}"
+
+
+def test_engine_names_no_section():
+    graph, _ = _graph()
+    deps = graph[f"{PKG}.engine"]
+    assert not [d for d in deps if any(d.startswith(f"{PKG}.{s}") for s in SECTIONS)]
+
+
+def test_a_section_never_imports_a_later_one():
+    graph, _ = _graph()
+    order = {s: i for i, s in enumerate(SECTIONS)}
+    for m, deps in graph.items():
+        sec = m.split(".")[2] if m.count(".") >= 2 else None
+        if sec not in order:
+            continue
+        for d in deps:
+            dsec = d.split(".")[2] if d.count(".") >= 2 else None
+            if dsec in order:
+                assert order[dsec] <= order[sec], f"{m} (§{order[sec] + 3}) imports {d} (§{order[dsec] + 3})"
+
+
+def test_every_section_registers_its_tables():
+    from depthtraj.analysis import engine
+    from depthtraj.analysis.sections import load
+
+    load()
+    assert set(engine.section_tables()) == {3, 4, 5, 6}
+    assert {p.name for p in engine.parts()} == {"geometry", "dynamics", "energy", "marginal", "scale"}
+
+
+def test_old_paths_warn_and_serve_the_new_modules():
+    import importlib
+    import sys
+    import warnings
+
+    from depthtraj.analysis.compat import MODULES
+
+    for old, new in MODULES.items():
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mod = importlib.import_module(old)
+        assert mod is importlib.import_module(new)
+        assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught), old
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from depthtraj.analysis import geometry
+
+        geometry.score_of  # noqa: B018 - moved to core.data
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)

@@ -1,0 +1,147 @@
+"""§6's share of the engine: the centre residual over the α grid as a pass part, the §6 tables
+(scale, token composition, vocabulary invariance, the scale check, precision arms) and the
+comparisons across readouts (``pd:tab:format``, ``pd:app:tab:text-variants``)."""
+
+from __future__ import annotations
+
+from ..engine import ComparisonSpec, Contribution, PassPart, Plan, TableSpec, columns_of, register
+from . import tables as T6
+from .scale import DEFAULT_ALPHAS, check_alphas, centre_residual_kernel
+
+__all__ = ["SCALE_PART", "SCALE_SUM"]
+
+#: §6 centre-residual sums folded into the pass (:mod:`.scale`, ``pd:app:scale``): summed only.
+SCALE_SUM = ("raw_radius", "mean_excess", "lse_excess", "complete_scale")
+
+
+def _plan(req) -> Plan | None:
+    """The centre-residual sums over the adjacent increments ≤ T and the α grid (option
+    ``alphas``, default :data:`~.scale.DEFAULT_ALPHAS`)."""
+    upto = req.upto
+    if not req.on("scale") or len(upto) < 2:
+        return None
+    alphas = req.options.get("alphas")
+    al = check_alphas(DEFAULT_ALPHAS if alphas is None else alphas)
+    P = req.n_precision
+    return Plan(part=SCALE_PART, params=dict(depth_idx=[req.recorded.index(t) for t in upto], alphas=al),
+                sums={v: (P, len(al)) if v == "lse_excess" else (P,) for v in SCALE_SUM},
+                extra=dict(scale_alphas=al))
+
+
+def _block(plan, state, blk) -> Contribution:
+    sc = centre_residual_kernel(blk.s, blk.K, depth_idx=plan.params["depth_idx"], alphas=plan.params["alphas"],
+                                used=blk.used)
+    return Contribution(sums=[("q", columns_of(sc[v], blk.m)) for v in SCALE_SUM])
+
+
+#: The §6 pass part (options ``scale``, ``alphas``).
+SCALE_PART = PassPart("scale", 6, _plan, _block, options=("scale", "alphas"))
+
+
+def _lazy_cells(ctx, x):
+    """Compute lazy cell values and name the cell dim as ``--by`` does."""
+    x = x.compute()
+    return x.rename({ctx.coord: ctx.by}) if ctx.coord != ctx.by and ctx.coord in x.dims else x
+
+
+def _two_depths(ctx) -> str:
+    return "" if ctx.n_upto >= 2 else f"needs two recorded depths ≤ T={ctx.T}"
+
+
+def _scale(ctx):
+    from .scale import centre_residual_cells
+
+    return _two_depths(ctx) or T6.scale_table(centre_residual_cells(ctx.res, by=ctx.by), T=ctx.T, **ctx.kw4)
+
+
+def _tokens(ctx):
+    from .scale import token_composition
+
+    if _two_depths(ctx):
+        return _two_depths(ctx)
+    if ctx.info["kind"] != "text" or "logprob_first" not in ctx.ds.variables:
+        return "needs an answer-text store with logprob_first"
+    cells = _lazy_cells(ctx, token_composition(ctx.ds, endpoint=ctx.T, by=ctx.coord))
+    return T6.token_table(cells, T=ctx.T, **ctx.kw4)
+
+
+def _vocabulary(ctx):
+    from ..composition.energy import CELL_STATISTICS, cell_statistics, vocabulary_invariance
+
+    if _two_depths(ctx):
+        return _two_depths(ctx)
+    if "logsumexp" not in ctx.ds.variables:
+        return "needs the optional logsumexp variable"
+    summ = vocabulary_invariance(ctx.ds, endpoint=ctx.T)
+    rules = {n: CELL_STATISTICS[n] for n in ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")}
+    return T6.vocabulary_table(_lazy_cells(ctx, cell_statistics(summ, rules, by=ctx.coord)), T=ctx.T, **ctx.kw4)
+
+
+def _scale_check(ctx):
+    """``r9:eq:scale-equivariance``: every homogeneous statistic on α s (``--scale-check``)."""
+    import contextlib
+
+    from .scale import scale_invariance
+
+    alphas = ctx.options.get("scale_check")
+    if not alphas:
+        return None
+    g = ctx.grid
+    with ctx.cache.get("progress") or contextlib.nullcontext():
+        inv = scale_invariance(ctx.ds, alphas=alphas, grid=g.name if g.depths else "quarter", endpoint=ctx.T,
+                               by=ctx.coord).compute()
+    return T6.scale_check_table(inv, store=ctx.store, model=ctx.model, readout=ctx.readout, T=ctx.T)
+
+
+def _precision(ctx):
+    if len(ctx.res.precision) >= 2 and ctx.n_upto >= 2:
+        return T6.precision_table(ctx.res, **ctx.kw4)
+    return "needs two precision arms and two recorded depths ≤ T"
+
+
+def _format(jobs, analyses, *, grids, endpoints, by, draws, seed, level, **_):
+    """``pd:tab:format``: every further store against the first, on their shared questions
+    (per store its stored score — the char mean for text — when several normalisations ran)."""
+    from ..core.data import model_name
+    from ..core.inputs import readout_info
+    from .variants import format_table, shared_questions
+
+    firsts = {}
+    for path, ds, parsed in jobs:
+        if path not in firsts or ds.attrs.get("normalization") in (None, "char"):
+            firsts[path] = (ds, parsed)
+    stores = list(firsts.items())
+    out, notes = [], []
+    for path, (ds, _) in stores[1:]:
+        ref_path, (ref, _) = stores[0]
+        if not shared_questions(ref, ds):
+            notes.append(f"format: {path} and {ref_path} share no question id")
+            continue
+        info = (readout_info(ref), readout_info(ds))
+        out.append(format_table(
+            ref, ds, names=(ref_path, path), models=(model_name(ref), model_name(ds)),
+            readouts=tuple(i["label"] for i in info), grid=grids[0], endpoint=endpoints[0], by=by,
+            draws=draws, seed=seed, level=level,
+        ))
+    return out, notes
+
+
+def _text_variants(jobs, analyses, *, norms, text, **_):
+    """``pd:app:tab:text-variants``: W (§3) beside τ and accuracy (§4) per normalisation."""
+    from .variants import text_variants_table
+
+    if len(norms) > 1 and text:
+        return [text_variants_table(analyses)], []
+    return [], []
+
+
+register(
+    SCALE_PART,
+    TableSpec("scale", 6, _scale, ("scale",)),
+    TableSpec("tokens", 6, _tokens, ()),
+    TableSpec("vocabulary", 6, _vocabulary, ()),
+    TableSpec("scale_check", 6, _scale_check, ()),
+    TableSpec("precision", 6, _precision, ("dynamics",)),
+    ComparisonSpec("format", frozenset({4}), _format),
+    ComparisonSpec("text_variants", frozenset({3, 4}), _text_variants),
+)
