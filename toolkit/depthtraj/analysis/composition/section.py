@@ -130,8 +130,6 @@ def _marginal_finish(plan, arrays, res) -> None:
     """Per window: ``xi_marg`` and ``xi_obs`` ``[cell, precision]`` (fractions) and the cell
     names, from the per-group sums (``pd:app:eq:covariance``: Σ_g [E_g + ((1ᵀS_g)² −
     ‖S_g‖²)/n_g]/K_g over the cell's groups and destination depths, divided by the cell's Σ E)."""
-    from ..core.questions import group_name
-
     res.extra["boot"].update(arrays.boot)
     res.extra.update(plan.extra)
     cells, rows = arrays.cell_names, arrays.rows
@@ -151,7 +149,6 @@ def _marginal_finish(plan, arrays, res) -> None:
                 "n": np.einsum("gp,gc->cp", n, hot),
             }
     res.extra["marginal"] = out
-    del group_name  # the group names are not needed beyond the count
 
 
 #: The §5 marginal pass part (option ``marginal``).

@@ -82,15 +82,10 @@ def interval(point, boot, level):
     lo, hi = percentile_interval(boot, level)
     return point, lo, hi
 
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
-
-
 _M2 = np.uint64(0x94D049BB133111EB)
-
-
 #: Poisson(1) cumulative probabilities Pr(W ≤ k), k = 0..19 (beyond: below 2^-53 of mass).
 _POISSON_CDF = np.cumsum([np.exp(-1.0) / float(np.prod(np.arange(1, k + 1))) for k in range(20)])
 

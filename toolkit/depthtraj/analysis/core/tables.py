@@ -34,6 +34,7 @@ import numpy as np
 from ... import layout as L
 
 
+from ..compat import moved_names
 from .grid import Grid, format_depths
 
 __all__ = [
@@ -41,31 +42,33 @@ __all__ = [
     "Analysis",
     "Column",
     "Table",
-    "PAPER_AREA_TABLES",
-    "depth_area_table",
+    "ci_text",
     "estimate_table",
-    "gains_table",
     "json_document",
-    "margin_ladder_table",
-    "marginal_table",
-    "accuracy_table",
-    "depth_prediction_table",
-    "energy_shares_table",
-    "energy_table",
-    "precision_table",
-    "scale_table",
-    "token_table",
-    "vocabulary_table",
-    "weighting_table",
-    "paper_area_table",
-    "permutation_table",
-    "rho_table",
-    "tau_table",
-    "transitions_table",
+    "key_columns",
+    "lazy_cell_rows",
     "render_csv",
     "render_rich",
+    "stat_rows",
+    "table_csv",
+    "triple_rows",
+    "with_cell",
     "write_out",
 ]
+
+_SECTION_TABLES = {
+    "depthtraj.analysis.geometry.tables": ("PAPER_AREA_TABLES", "depth_area_columns", "depth_area_table",
+                                           "gains_table", "margin_ladder_columns", "margin_ladder_table",
+                                           "paper_area_table"),
+    "depthtraj.analysis.dynamics.tables": ("accuracy_table", "permutation_table", "rho_table", "tau_table",
+                                           "transitions_table"),
+    "depthtraj.analysis.composition.tables": ("depth_prediction_table", "energy_shares_table", "energy_table",
+                                              "marginal_table", "weighting_table"),
+    "depthtraj.analysis.sensitivity.tables": ("SCALE_CHECK_STATS", "precision_table", "scale_check_table",
+                                              "scale_table", "token_table", "vocabulary_table"),
+}
+#: The section tables that lived here before the re-housing (deprecated; see ``..compat``).
+__getattr__ = moved_names(__name__, {n: mod for mod, names in _SECTION_TABLES.items() for n in names})
 
 SCHEMA = "depthtraj.analysis/3"
 """The version of the JSON document (bump when a key changes meaning)."""
