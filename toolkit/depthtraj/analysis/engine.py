@@ -50,6 +50,7 @@ from .core.tables import Analysis, Table
 __all__ = [
     "ComparisonSpec",
     "Contribution",
+    "FigureSpec",
     "PassPart",
     "PassRequest",
     "Plan",
@@ -58,6 +59,7 @@ __all__ = [
     "analyze_store",
     "compare_stores",
     "comparisons",
+    "figures",
     "finish_pass",
     "parts",
     "register",
@@ -306,6 +308,26 @@ class TableSpec:
     build: Callable[[TableContext], Table | str]
     parts: tuple[str, ...] = ()
     per_grid: bool = False
+    #: the paper's label of the table this one regenerates (e.g. ``pd:app:tab:levels``), or ""
+    label: str = ""
+    #: a one-sentence caption for reports (what is shown, units, population), or ""
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure of a section, drawn from the analysis JSON document (:func:`json_document`'s
+    shape: ``analyses`` and ``comparisons``) by ``draw(document, directory)``, which writes one
+    PNG per panel group into ``directory`` and returns their paths, or returns a one-line
+    reason naming the store the figure needs when the document cannot support it.
+    ``tables``: the analysis tables it reads (the report runs the sections that build them)."""
+
+    name: str
+    section: int
+    label: str
+    caption: str
+    draw: Callable[[dict, Any], Any]
+    tables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -321,10 +343,11 @@ class ComparisonSpec:
 _PARTS: dict[str, PassPart] = {}
 _TABLES: dict[str, TableSpec] = {}
 _COMPARISONS: dict[str, ComparisonSpec] = {}
+_FIGURES: dict[str, FigureSpec] = {}
 
 
-def register(*items: PassPart | TableSpec | ComparisonSpec) -> None:
-    """Register pass parts, tables and comparisons (a section does this when imported).
+def register(*items: PassPart | TableSpec | ComparisonSpec | FigureSpec) -> None:
+    """Register pass parts, tables, comparisons and figures (a section does this when imported).
 
     Raises
     ------
@@ -332,7 +355,7 @@ def register(*items: PassPart | TableSpec | ComparisonSpec) -> None:
         for a name registered twice by different objects, or a table reading an unknown part.
     """
     for item in items:
-        reg = {PassPart: _PARTS, TableSpec: _TABLES, ComparisonSpec: _COMPARISONS}[type(item)]
+        reg = {PassPart: _PARTS, TableSpec: _TABLES, ComparisonSpec: _COMPARISONS, FigureSpec: _FIGURES}[type(item)]
         old = reg.get(item.name)
         if old is not None and old != item:
             raise ValueError(f"{type(item).__name__} {item.name!r} is registered twice")
@@ -356,6 +379,11 @@ def tables() -> list[TableSpec]:
 def comparisons() -> list[ComparisonSpec]:
     """The registered cross-store comparisons."""
     return list(_COMPARISONS.values())
+
+
+def figures() -> list[FigureSpec]:
+    """The registered figures, by section then registration."""
+    return sorted(_FIGURES.values(), key=lambda f: f.section)
 
 
 def section_tables() -> dict[int, tuple[str, ...]]:
