@@ -190,19 +190,22 @@ def synthetic_store(
     seed: int = 0,
     complete: bool = True,
     overwrite: bool = True,
+    options_displayed: bool = True,
     **dynamics,
 ) -> str:
     """Write a conforming random store and return its path.
 
     ``n`` questions, endpoint ``endpoint`` (depths ``1..endpoint`` unless ``depths`` is given),
     K drawn from ``k_mix``, ``arrangements`` arrangements, one precision arm per name in
-    ``precision``. ``dynamics`` go to :func:`synthetic_scores` (``decay``, ``amplitude``,
+    ``precision``; ``options_displayed=False`` makes a text store F2 (answer texts without the
+    options), else F3. ``dynamics`` go to :func:`synthetic_scores` (``decay``, ``amplitude``,
     ``jitter``, ``translation``, ``tie_rate``, ``stall_rate``). With ``complete=False`` the
     last chunk is left unwritten. Chunks are generated and written one at a time.
     """
     depths = np.arange(1, endpoint + 1) if depths is None else np.asarray(depths)
     attrs = synthetic_attrs(
-        endpoint=int(depths[-1]), readout=readout, precision=precision, tasks=tasks, seed=seed
+        endpoint=int(depths[-1]), readout=readout, precision=precision, tasks=tasks, seed=seed,
+        options_displayed=options_displayed,
     )
     qs = synthetic_questions(n, k_mix=k_mix, tasks=tasks, arrangements=arrangements, seed=seed)
     w = TrajectoryWriter.create(

@@ -14,6 +14,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -167,12 +168,30 @@ def _add_inputs(document: dict, admitted: dict, found: dict, allowed: bool) -> N
             an["n_incomplete"] = adm.n_incomplete
 
 
+class UsageError(ValueError):
+    """A user error of ``analyze`` / ``report``: one line, exit code 2."""
+
+
+@dataclass
+class Computed:
+    """What :func:`compute_analysis` returns: the per-store analyses (store × endpoint ×
+    normalisation × grid), the cross-store comparison tables and the lines of what they skipped,
+    the JSON document, the opened jobs ``(path, Dataset, grids)`` and each store's attrs."""
+
+    analyses: list
+    comparisons: list
+    skipped: list[str]
+    document: dict
+    jobs: list
+    store_attrs: dict[str, dict]
+
+
 def _error(message: str) -> int:
     print(f"depthtraj: error: {message}", file=sys.stderr)
     return USER_ERROR
 
 
-def run_analyze(
+def compute_analysis(
     stores: Sequence[str],
     *,
     grids: Sequence[str] = ("quarter", "native"),
@@ -184,8 +203,6 @@ def run_analyze(
     select: Sequence[str] = (),
     by: str = "task",
     scheduler_spec: str | None = None,
-    fmt: str = "table",
-    out: Path | None = None,
     early: str | None = None,
     late: str | None = None,
     step: int | None = None,
@@ -193,16 +210,20 @@ def run_analyze(
     scale_check: str | Sequence[float] | None = None,
     sections: str | Sequence[int] | None = None,
     allow_defects: bool = False,
-) -> int:
-    """The ``analyze`` command; returns the exit code (0 done, 2 user error).
+) -> Computed:
+    """The analysis behind ``analyze`` and ``report``: admit, open and compute; the stderr notes
+    (exclusions, skipped tables, allowed defects) are printed here.
 
     For each store and endpoint: open it, normalise (text stores), select questions, resolve the
     endpoint (default its last depth) and parse every grid; only when every input checks out
-    compute the tables (one pass per store and endpoint, on ``scheduler_spec``) and print them
-    on stdout as ``fmt`` (``table`` rich text, ``csv`` blocks each after a ``# <table>`` line,
-    ``json`` one document); ``out`` also gets one ``<table>.csv`` per table and
-    ``analysis.json``. Tables a store cannot support are listed with a one-line reason on
-    stderr (and under ``skipped`` in the JSON).
+    compute the tables (one pass per store and endpoint, on ``scheduler_spec``). Tables a store
+    cannot support are listed with a one-line reason on stderr (and under ``skipped`` in the
+    JSON).
+
+    Raises
+    ------
+    UsageError
+        a user error, as one line (the command prints it and exits 2; nothing is written).
 
     Every store is admitted first (:func:`depthtraj.trust.admit`): an attrs or structure
     error, another format major, a missing or undecodable chunk refuse it (one line naming the
@@ -213,23 +234,21 @@ def run_analyze(
     from ..store import StoreError
     from ..trust import UntrustedStore, defect_line, locate_undecodable
 
-    if fmt not in FORMATS:
-        return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if bootstrap < 0:
-        return _error(f"--bootstrap must be ≥ 0, got {bootstrap}")
+        raise UsageError(f"--bootstrap must be ≥ 0, got {bootstrap}")
     if permutations is not None and permutations < 0:
-        return _error(f"--permutations must be ≥ 0, got {permutations}")
+        raise UsageError(f"--permutations must be ≥ 0, got {permutations}")
     if not 0.0 < level < 1.0:
-        return _error(f"--level must lie in (0, 1), got {level}")
+        raise UsageError(f"--level must lie in (0, 1), got {level}")
     if by not in BY:
-        return _error(f"--by must be one of {', '.join(BY)}, got {by!r}")
+        raise UsageError(f"--by must be one of {', '.join(BY)}, got {by!r}")
     if not stores:
-        return _error("no store given")
+        raise UsageError("no store given")
     try:
         alphas = _scale_alphas(scale_check)
         wanted = parse_sections(sections)
     except ValueError as exc:
-        return _error(str(exc))
+        raise UsageError(str(exc))
     grids = list(grids) or ["quarter", "native"]
     endpoints = [None] if endpoint is None else ([endpoint] if isinstance(endpoint, int) else list(endpoint) or [None])
     try:
@@ -246,6 +265,8 @@ def run_analyze(
             admitted[str(path)] = adm
             opened.append((str(path), ds))
         text = [p for p, ds in opened if readout_info(ds)["kind"] == "text"]
+        if normalization == "auto":  # the report: every normalisation of a text store, char (the paper's) first
+            norms = ["char", "sum", "token"] if text else [None]
         if norms != [None] and not text:
             normalized_score(opened[0][1], norms[0])  # raises the one-line error of a label store
         jobs = []
@@ -289,7 +310,7 @@ def run_analyze(
                 jobs, analyses, wanted, grids=grids, endpoints=endpoints, by=by, draws=bootstrap, seed=seed,
                 level=level, norms=norms, text=bool(text))
     except (StoreError, ValueError) as exc:
-        return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
     for line in skipped_cmp:
         print(f"depthtraj: skipped {line}", file=sys.stderr)
@@ -304,6 +325,32 @@ def run_analyze(
             print(f"depthtraj: warning: {defect_line(path, [line], allowed=True)}", file=sys.stderr)
     document = json_document(analyses, draws=bootstrap, seed=seed, level=level, comparisons=comparisons)
     _add_inputs(document, admitted, found, allow_defects)
+    attrs = {str(p): dict(ds.attrs) for p, ds in opened}
+    return Computed(analyses=analyses, comparisons=comparisons, skipped=skipped_cmp, document=document,
+                    jobs=jobs, store_attrs=attrs)
+
+
+def run_analyze(
+    stores: Sequence[str],
+    *,
+    fmt: str = "table",
+    out: Path | None = None,
+    **options,
+) -> int:
+    """The ``analyze`` command; returns the exit code (0 done, 2 user error).
+
+    Computes the analyses (:func:`compute_analysis`, whose keyword options it takes) and prints
+    them on stdout as ``fmt`` (``table`` rich text, ``csv`` blocks each after a ``# <table>``
+    line, ``json`` one document); ``out`` also gets one ``<table>.csv`` per table,
+    ``analysis.json`` and the figures (PNG).
+    """
+    if fmt not in FORMATS:
+        return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    try:
+        done = compute_analysis(stores, **options)
+    except UsageError as exc:
+        return _error(str(exc))
+    analyses, comparisons, document = done.analyses, done.comparisons, done.document
     if out is not None:
         try:
             write_out(Path(out), analyses, document, comparisons)

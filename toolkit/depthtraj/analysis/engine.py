@@ -328,6 +328,8 @@ class FigureSpec:
     caption: str
     draw: Callable[[dict, Any], Any]
     tables: tuple[str, ...] = ()
+    #: further paper labels of the same drawing (e.g. the paper labels one figure twice)
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -338,6 +340,11 @@ class ComparisonSpec:
     name: str
     sections: frozenset[int]
     build: Callable[..., tuple[list[Table], list[str]]]
+    #: the paper's label of the table it regenerates, and a one-sentence caption (as TableSpec)
+    label: str = ""
+    caption: str = ""
+    #: what the comparison needs, said when the given stores cannot support it
+    needs: str = ""
 
 
 _PARTS: dict[str, PassPart] = {}

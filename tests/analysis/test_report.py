@@ -1,0 +1,231 @@
+"""`depthtraj report`: the paper's tables and figures, regenerated from stores.
+
+Synthetic label (F1), answer-text without options (F2) and with options under four arrangements
+(F3) stores, two precision arms each, on the same questions: every item of the paper the report
+knows is written (§7's two tables skipped with their reason), every figure is a PNG carrying its
+label and panel count, every LaTeX table is a booktabs float with the same numbers as its CSV.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+
+import pandas as pd
+import pytest
+from depthtraj.analysis import engine
+from depthtraj.analysis.core.plotting import FULL_WIDTH
+from depthtraj.analysis.figures import draw_figures
+from depthtraj.analysis.report import PAPER_ITEMS, run_report
+from depthtraj.analysis.sections import load
+from depthtraj.cli import app
+from depthtraj.testing import synthetic_store
+from PIL import Image
+from typer.testing import CliRunner
+
+N, T = 48, 8
+SECTION7 = {"pd:app:tab:moment-prediction", "pd:app:tab:allocation"}
+
+
+@pytest.fixture(scope="module")
+def three_stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("f123")
+    kw = dict(n=N, endpoint=T, precision=("bf16", "fp32"), seed=5, chunk_size=16)
+    return [
+        synthetic_store(root / "f1.zarr", readout="label", **kw),
+        synthetic_store(root / "f2.zarr", readout="text", options_displayed=False, **kw),
+        synthetic_store(root / "f3.zarr", readout="text", arrangements=4, **kw),
+    ]
+
+
+@pytest.fixture(scope="module")
+def report_dir(three_stores, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep") / "report"
+    code = run_report(three_stores, out=out, bootstrap=30, seed=1, normalization="auto")
+    assert code == 0
+    return out
+
+
+def _sections(md: str) -> dict[str, str]:
+    """Markdown text of each item, keyed by its paper label."""
+    parts = re.split(r"^### ", md, flags=re.M)[1:]
+    out = {}
+    for p in parts:
+        m = re.match(r"(?:Figure|Table) `([^`]+)`", p)
+        if m:
+            out[m.group(1)] = p
+    return out
+
+
+def test_every_paper_item_written_or_skipped_with_reason(report_dir):
+    md = (report_dir / "report.md").read_text()
+    items = _sections(md)
+    labels = [lab for lab, _, _ in PAPER_ITEMS]
+    # every label of the paper the report knows appears once, in the paper's order
+    assert [lab for lab in items if lab in labels] == [lab for lab in labels if lab in items]
+    for lab in labels:
+        if lab in ("pd:app:fig:arc-cdf", "pd:app:fig:ouro-energy", "pd:app:fig:arc-precision"):
+            continue
+        assert lab in items, lab
+    skipped = {lab for lab, text in items.items() if "**Skipped**" in text}
+    assert skipped == SECTION7  # F1 + F2 + F3 with two arms support everything else
+    for lab in SECTION7:
+        assert "paper §7" in items[lab]
+    for lab, text in items.items():
+        if lab in SECTION7:
+            continue
+        assert "![" in text or "| " in text, lab  # a figure or a table
+        assert "*Population*" in text, lab
+        if lab not in ("pd:tab:data", "pd:app:tab:checkpoints"):
+            assert "paired whole-question Poisson(1) bootstrap" in md and "30 paired" in text or "![" in text, lab
+    # the aliases of drawings the paper labels twice are named
+    assert "`pd:app:fig:arc-cdf`" in md and "`pd:app:fig:ouro-energy`" in md and "`pd:app:fig:arc-precision`" in md
+    # populations name the model and the readout and the grid of per-grid tables
+    lev = items["pd:app:tab:levels"]
+    assert "model synthetic" in lev and "readout F1" in lev and "grid quarter {2,4,6}" in lev and f"T={T}" in lev
+
+
+_PANELS = {  # figure label -> panels per file, for two tasks × two arms
+    "pd:fig:text-geometry": 2, "pd:app:fig:text-cdf": 4, "pd:app:fig:label-increments": 1, "pd:fig:ladder": 4,
+    "pd:fig:prediction": 2, "pd:fig:mass": 2, "pd:fig:precision": 2,
+}
+
+
+def test_figures_are_images_with_their_panels(report_dir):
+    md = (report_dir / "report.md").read_text()
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    files = sorted((report_dir / "figures").glob("*.png"))
+    assert sorted(str(p.relative_to(report_dir)) for p in files) == sorted(linked)
+    seen: dict[str, int] = {}
+    for p in files:
+        with Image.open(p) as im:
+            im.verify()
+        with Image.open(p) as im:
+            label, panels = im.text["depthtraj:label"], int(im.text["depthtraj:panels"])
+            assert im.width == pytest.approx(FULL_WIDTH * 200, rel=0.02)  # the paper's width, 200 dpi
+        assert panels == _PANELS[label], (p.name, panels)
+        seen[label] = seen.get(label, 0) + 1
+    assert set(seen) == set(_PANELS)
+    assert seen["pd:fig:text-geometry"] == 6  # F2 and F3 × char, sum, token
+    assert seen["pd:fig:mass"] == 4  # label store only: 2 tasks × 2 arms
+    assert seen["pd:fig:prediction"] == 2  # one per model × task
+
+
+def _balanced(tex: str) -> bool:
+    depth = 0
+    for i, ch in enumerate(tex):
+        if ch in "{}" and (i == 0 or tex[i - 1] != "\\"):
+            depth += 1 if ch == "{" else -1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def test_latex_and_csv_tables(report_dir):
+    texs = sorted((report_dir / "tables").glob("*.tex"))
+    assert texs
+    for tex in texs:
+        text = tex.read_text()
+        for cmd in (r"\begin{table}", r"\toprule", r"\midrule", r"\bottomrule", r"\caption{", r"\label{"):
+            assert cmd in text, (tex.name, cmd)
+        assert _balanced(text), tex.name
+        assert text.count("$") % 2 == 0, tex.name
+        assert all(ord(ch) < 128 for ch in text), tex.name
+        frame = pd.read_csv(tex.with_suffix(".csv"))
+        assert len(frame) >= 1
+    # the numbers of a LaTeX table are its CSV's, rounded
+    tex = (report_dir / "tables" / "app-tab-levels_f1_F1_quarter.tex").read_text()
+    assert r"\label{pd:app:tab:levels}" in tex
+    frame = pd.read_csv(report_dir / "tables" / "app-tab-levels_f1_F1_quarter.csv")
+    body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
+    assert len(body) == len(frame)
+    for line, (_, row) in zip(body, frame.iterrows()):
+        cells = [c.strip() for c in line.rstrip(r"\ ").split("&")]
+        assert cells[0].replace(r"\_", "_") == row["task"] and cells[1] == row["precision"]
+        assert cells[2] == f"${row['W_raw']:.2f}\\,[{row['W_raw_lo']:.2f},{row['W_raw_hi']:.2f}]$"
+    # the cross-store tables are there
+    names = {p.name for p in texs}
+    assert any(n.startswith("tab-format") for n in names) and any(n.startswith("app-tab-text-variants") for n in names)
+
+
+class _Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.imgs, self.links = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        a = dict(attrs)
+        if tag == "img":
+            self.imgs.append(a["src"])
+        if tag == "a" and not a.get("href", "#").startswith("#"):
+            self.links.append(a["href"])
+
+
+def test_html_is_static_and_complete(report_dir):
+    text = (report_dir / "report.html").read_text()
+    page = _Page()
+    page.feed(text)
+    assert "script" not in page.tags
+    assert page.imgs and all((report_dir / src).is_file() for src in page.imgs)
+    assert page.links and all((report_dir / href).is_file() for href in page.links)
+    assert page.tags.count("table") == (report_dir / "report.md").read_text().count("\n|---")
+    doc = json.loads((report_dir / "analysis.json").read_text())
+    assert doc["schema"].startswith("depthtraj.analysis/") and doc["bootstrap"]["draws"] == 30
+
+
+def test_label_store_alone_says_what_it_needs(tmp_path):
+    store = synthetic_store(tmp_path / "f1.zarr", n=24, endpoint=6, readout="label", chunk_size=8)
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(app, ["report", store, "--out", str(out), "--bootstrap", "0"])
+    assert res.exit_code == 0, res.output
+    assert "report written to" in res.output
+    items = _sections((out / "report.md").read_text())
+    for lab in ("pd:fig:text-geometry", "pd:app:tab:text-geometry", "pd:app:fig:text-cdf"):
+        assert "**Skipped**" in items[lab] and "answer-text store" in items[lab]
+    assert "**Skipped**" in items["pd:tab:format"] and "F2" in items["pd:tab:format"]
+    assert "**Skipped**" in items["pd:fig:precision"] and "two or more precision arms" in items["pd:fig:precision"]
+    assert "point estimates only" in items["pd:app:tab:levels"]
+
+
+def test_failures_write_nothing(tmp_path):
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "missing.zarr"), "--out", str(out)])
+    assert res.exit_code == 2
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # no temporary directory left behind
+    store = synthetic_store(tmp_path / "s.zarr", n=16, endpoint=4, chunk_size=8)
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    res = CliRunner().invoke(app, ["report", store, "--out", str(out), "--bootstrap", "0"])
+    assert res.exit_code == 2 and "--overwrite" in res.output
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    res = CliRunner().invoke(app, ["report", store, "--out", str(out), "--bootstrap", "0", "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert (out / "report.html").is_file() and not (out / "keep.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep", "s.zarr"]
+
+
+def test_every_figure_says_what_an_empty_document_lacks(tmp_path):
+    load()
+    empty = {"analyses": [], "comparisons": [], "bootstrap": {"draws": 0}}
+    drawn = draw_figures(tmp_path, empty)
+    assert {f.label for f in drawn} == {s.label for s in engine.figures()}
+    for f in drawn:
+        assert not f.files and f.skipped.startswith("needs "), f
+
+
+def test_depth_area_gives_pr_before_T_for_every_criterion_nested(report_dir):
+    # Pr(D_j < T) for every j (pd:eq:depth-area): the criteria nest question by question
+    # (D_res <= D_dir <= D_q <= D_raw, and D_q <= D_env <= D_mean, D_LSE), so do the fractions
+    doc = json.loads((report_dir / "analysis.json").read_text())
+    rows = [r for an in doc["analyses"] for r in an["tables"]["depth_area"]["rows"]]
+    assert rows
+    eps = 1e-9
+    for r in rows:
+        b = {j: r[f"before_{j}"] for j in ("raw", "mean", "LSE", "env", "q", "dir", "res")}
+        assert all(0 <= v <= 100 for v in b.values())
+        assert b["raw"] <= b["q"] + eps and b["q"] <= b["dir"] + eps and b["dir"] <= b["res"] + eps
+        assert max(b["mean"], b["LSE"]) <= b["env"] + eps and b["env"] <= b["q"] + eps
+        if doc["bootstrap"]["draws"]:
+            assert all(r[f"before_{j}_lo"] <= b[j] + eps <= r[f"before_{j}_hi"] + 2 * eps for j in b)

@@ -1,0 +1,148 @@
+"""The figures' common layer: matplotlib set up lazily (Agg), the paper's column width, row
+grouping of the analysis document, and a ``save`` that records the paper label and the panel
+count in the PNG's metadata (``depthtraj:label``, ``depthtraj:panels``), so reports and tests can
+check a figure without looking at it.
+
+Section figure modules (``geometry/figures.py`` …) import this; it imports nothing above core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FULL_WIDTH",
+    "analyses_of",
+    "arrays",
+    "cell_of",
+    "cell_title",
+    "group_rows",
+    "legend_below",
+    "pyplot",
+    "safe_name",
+    "task_name",
+    "save",
+]
+
+#: The paper's full text width in inches (a two-column float); figures are drawn at this width
+#: with fonts of at least 7 pt, so they stay readable where the paper places them.
+FULL_WIDTH = 6.9
+
+_STYLE = {
+    "font.size": 7.5, "axes.titlesize": 8, "axes.labelsize": 7.5, "xtick.labelsize": 7,
+    "ytick.labelsize": 7, "legend.fontsize": 7, "axes.spines.top": False, "axes.spines.right": False,
+    "savefig.dpi": 200, "figure.dpi": 100,
+}
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend with the house style (imported here only)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(_STYLE)
+    return plt
+
+
+def analyses_of(document: dict, table: str, *, grid: str | None = None,
+                readouts: Iterable[str] | None = None) -> list[dict]:
+    """The rows of ``table`` across the document's analyses (store × grid), optionally only those
+    on grid ``grid`` and with a readout starting with one of ``readouts`` ("F1", "F2", "F3")."""
+    rows: list[dict] = []
+    want = tuple(readouts) if readouts is not None else None
+    for an in document.get("analyses", []):
+        if grid is not None and an.get("grid") != grid:
+            continue
+        if want is not None and not str(an.get("readout", "")).startswith(want):
+            continue
+        t = an.get("tables", {}).get(table)
+        if t:
+            rows.extend(t["rows"])
+    return rows
+
+
+#: The cell columns of the tables (``analyze --by``), in order of preference.
+CELL_KEYS = ("task", "subject", "K")
+
+
+def cell_of(row: dict) -> str:
+    """The row's cell (its task, or subject, or K under ``--by``)."""
+    return next((str(row[k]) for k in CELL_KEYS if row.get(k) is not None), "")
+
+
+def group_rows(rows: Sequence[dict], keys: Sequence[str]) -> dict[tuple, list[dict]]:
+    """Rows grouped by the values of ``keys`` (first-seen order kept); the key ``"cell"`` is the
+    row's cell (:func:`cell_of`)."""
+    out: dict[tuple, list[dict]] = {}
+    for r in rows:
+        out.setdefault(tuple(cell_of(r) if k == "cell" else str(r.get(k)) for k in keys), []).append(r)
+    return out
+
+
+def arrays(rows: Sequence[dict], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, lo, hi) of ``key`` over ``rows`` as float arrays; a missing interval is the
+    estimate itself (no bootstrap)."""
+    est = np.array([np.nan if r.get(key) is None else r[key] for r in rows], dtype=float)
+    lo = np.array([r.get(f"{key}_lo") if r.get(f"{key}_lo") is not None else e for r, e in zip(rows, est)], dtype=float)
+    hi = np.array([r.get(f"{key}_hi") if r.get(f"{key}_hi") is not None else e for r, e in zip(rows, est)], dtype=float)
+    return est, lo, hi
+
+
+_TASK_NAMES = {"arc_challenge": "ARC", "mmlu": "MMLU"}
+
+
+def task_name(task: str) -> str:
+    """The short name the paper uses for a task (``arc_challenge`` → ``ARC``)."""
+    return _TASK_NAMES.get(str(task), str(task))
+
+
+def cell_title(row: dict, *keys: str) -> str:
+    """A panel title naming the model (never the store's file name) and the cell."""
+    parts = [str(row.get("model") or "model")]
+    for k in keys:
+        v = row.get(k)
+        if v not in (None, ""):
+            parts.append(str(v))
+    return " · ".join(parts)
+
+
+def safe_name(*parts: Any) -> str:
+    """A file-name stem from ``parts`` (letters, digits, ``-``, ``_``)."""
+    s = "_".join(str(p) for p in parts if p not in (None, ""))
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in s).strip("-_") or "figure"
+
+
+def legend_below(fig, axes, ncol: int = 4) -> None:
+    """One legend for the figure, below the panels (off the data), from the first panel's
+    handles."""
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels and not lab.startswith("_"):
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(ncol, len(labels)), frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
+
+
+def save(fig, path: Path, *, label: str, panels: int, legend_rows: int = 1) -> Path:
+    """Lay out ``fig`` (room for a legend below), write it to ``path`` (PNG) with its paper label
+    and panel count in the metadata, close it and return the path."""
+    plt = pyplot()
+    h = fig.get_figheight()
+    bottom = min(0.4, (0.22 * legend_rows + 0.08) / h) if fig.legends else 0.0
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    path, i = Path(path), 1
+    while path.exists():  # two stores with one name: never overwrite a figure already drawn
+        i += 1
+        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{i}{path.suffix}")
+    fig.savefig(path, metadata={"depthtraj:label": label, "depthtraj:panels": str(int(panels))})
+    plt.close(fig)
+    return path

@@ -1,0 +1,472 @@
+"""``depthtraj report STORE... --out DIR``: the paper, regenerated.
+
+The report is a directory::
+
+    DIR/report.md        every table and figure of the paper the stores support, in the paper's order
+    DIR/report.html      the same as a static page (inline CSS, no script; figures beside it)
+    DIR/figures/*.png    the figures (one PNG per panel group; label and panels in the PNG metadata)
+    DIR/tables/*.tex     each table as a booktabs float in the paper's layout (caption, label)
+    DIR/tables/*.csv     each table's rows (every key, estimate and interval bound)
+    DIR/analysis.json    the analysis document (as ``depthtraj analyze -f json``)
+
+Each item names its paper label, caption, population (model, task, readout, precision, N, T,
+grid) and interval method; an item the stores cannot support gets one line saying which store it
+needs. Items come from the sections' registrations (:class:`~..engine.TableSpec` and
+:class:`~..engine.ComparisonSpec` with a ``label``, :class:`~..engine.FigureSpec`), ordered by
+:data:`PAPER_ITEMS`; the collection and checkpoint tables (``pd:tab:data``,
+``pd:app:tab:checkpoints``) are built here from the stores' attributes.
+
+The directory is written next to ``DIR`` under a temporary name and renamed into place when
+complete, so a failed or interrupted run leaves nothing partial.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .render import (
+    Block,
+    block_of,
+    html_page,
+    html_table,
+    latex_table,
+    markdown_table,
+    table_csv_text,
+)
+
+__all__ = ["PAPER_ITEMS", "ReportItem", "build_items", "run_report", "summary_line", "write_report"]
+
+#: The paper's tables and figures in the paper's order: (label, kind, title). Items no
+#: registered section computes are reported as skipped with :data:`NOT_COMPUTED`'s reason.
+PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
+    ("pd:fig:text-geometry", "figure", "Direction and pairing beyond translation (answer text)"),
+    ("pd:app:tab:text-geometry", "table", "Winner-aware geometry under answer-text scoring"),
+    ("pd:app:fig:text-cdf", "figure", "Earliest-depth distributions (answer text)"),
+    ("pd:app:tab:levels", "table", "Normalised depth areas"),
+    ("pd:app:tab:direction", "table", "Paired increases in depth area"),
+    ("pd:app:fig:label-increments", "figure", "Direction and pairing on label trajectories"),
+    ("pd:fig:ladder", "figure", "Where the geometric gains arise"),
+    ("pd:tab:centers", "table", "Endpoint geometry beyond conventional centres"),
+    ("pd:app:tab:permutation", "table", "Actual preservation versus the permutation reference"),
+    ("pd:app:tab:text-accuracy", "table", "Endpoint accuracy"),
+    ("pd:app:tab:transitions", "table", "Start-to-end answer transitions"),
+    ("pd:fig:mass", "figure", "Energy allocation within contracting updates"),
+    ("pd:tab:energy", "table", "Absolute energies and relative allocation"),
+    ("pd:app:tab:depth-prediction", "table", "Fixed early–late comparisons"),
+    ("pd:app:tab:weighting", "table", "Pooled and equal-question contrast shares"),
+    ("pd:app:tab:marginal", "table", "Common energy and its marginal reference"),
+    ("pd:tab:format", "table", "Same-question prediction and geometry, label vs answer text"),
+    ("pd:fig:prediction", "figure", "Prediction trajectories across depth"),
+    ("pd:app:tab:text-variants", "table", "Every scoring variant on the same questions"),
+    ("pd:app:tab:format-conditioned", "table", "Endpoint-conditioned comparisons (the paragraph after "
+                                               "pd:app:tab:text-variants)"),
+    ("pd:fig:precision", "figure", "Exact plateaus and numerical precision"),
+    ("pd:app:tab:precision", "table", "Radius reduction under paired precision changes"),
+    ("pd:app:tab:moment-prediction", "table", "Moment prediction with matched energy (§7)"),
+    ("pd:app:tab:allocation", "table", "Allocation prediction after matching energy (§7)"),
+    ("pd:tab:data", "table", "Trajectory collections"),
+    ("pd:app:tab:checkpoints", "table", "Pinned model configuration"),
+)
+
+#: Why an item of the paper is not in the report although no store is missing.
+NOT_COMPUTED = {
+    "pd:app:tab:moment-prediction": "not computed by this version of depthtraj (paper §7, prediction from the "
+                                    "readout geometry; it needs the collection probes of §7)",
+    "pd:app:tab:allocation": "not computed by this version of depthtraj (paper §7; it needs the collection "
+                             "probes of §7)",
+}
+
+
+@dataclass
+class ReportItem:
+    """One table or figure of the report: its paper label (or ``depthtraj:<name>`` for tables
+    the paper has no counterpart of), kind, title, caption, section, the table blocks or figure
+    files written, and the reasons it was skipped (one line per store, naming what is needed)."""
+
+    label: str
+    kind: str
+    title: str
+    caption: str = ""
+    section: int | None = None
+    aliases: tuple[str, ...] = ()
+    blocks: list[Block] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def written(self) -> bool:
+        return bool(self.blocks or self.figures)
+
+
+def _intervals(document: dict) -> str:
+    b = document["bootstrap"]
+    if not b.get("draws"):
+        return "point estimates only (no bootstrap: --bootstrap 0)"
+    return (f"{b['level']:.0%} percentile intervals from {b['draws']} paired whole-question Poisson(1) bootstrap "
+            f"draws (seed {b['seed']}), question multiplicities shared across quantities, arms, grids and stores")
+
+
+def _stem(*parts) -> str:
+    s = "_".join(str(p) for p in parts if p not in (None, ""))
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in s).strip("-_")
+
+
+def _store_tables(computed, document):
+    """(analysis JSON, Table) pairs per table name, over every store × grid analysis."""
+    out: dict[str, list] = {}
+    for an, aj in zip(computed.analyses, document["analyses"]):
+        for name, t in an.tables.items():
+            out.setdefault(name, []).append((aj, t))
+    return out
+
+
+def _skips(computed, name: str) -> list[str]:
+    seen, out = set(), []
+    for an in computed.analyses:
+        why = an.skipped.get(name)
+        if why and (an.store, why) not in seen:
+            seen.add((an.store, why))
+            out.append(f"{an.store} ({an.model}, {an.readout}): {why}")
+    return out
+
+
+def _collections_table(computed):
+    """``pd:tab:data`` from the stores: per store, model, tasks with their N, T, readout,
+    arrangements, arms."""
+    from ..core.tables import Column, Table
+
+    rows = []
+    seen = set()
+    for an, aj in zip(computed.analyses, computed.document["analyses"]):
+        if an.store in seen:
+            continue
+        seen.add(an.store)
+        tasks: dict[str, int] = {}
+        for t in an.tables.values():
+            if t.rows and "task" in t.rows[0] and "N" in t.rows[0]:
+                for r in t.rows:
+                    tasks.setdefault(str(r["task"]), int(r["N"]))
+                break
+        rows.append({"store": an.store, "model": an.model, "readout": an.readout,
+                     "tasks": ", ".join(f"{k} ({v})" for k, v in tasks.items()) or "",
+                     "N": an.n_questions, "T": an.endpoint, "arrangements": an.arrangements,
+                     "precision": "/".join(an.precision)})
+    cols = [Column("store", "Store", kind="str"), Column("model", "Model", kind="str"),
+            Column("readout", "Scoring", kind="str"), Column("tasks", "Tasks (N)", kind="str"),
+            Column("N", "N", kind="int"), Column("T", "T", kind="int"),
+            Column("arrangements", "Arrangements", kind="int"), Column("precision", "Arms", kind="str")]
+    return Table("collections", "Trajectory collections (pd:tab:data)", cols, rows)
+
+
+def _checkpoints_table(computed):
+    """``pd:app:tab:checkpoints`` from the stores' attributes: model, family, revision, adapter,
+    T, the arms' dtypes."""
+    from ..core.tables import Column, Table
+
+    rows, seen = [], set()
+    for path, attrs in computed.store_attrs.items():
+        meta = attrs.get("depthtraj", attrs)
+        model = meta.get("model", {}) if isinstance(meta, dict) else {}
+        key = (model.get("name"), model.get("revision"))
+        if key in seen:
+            continue
+        seen.add(key)
+        arms = meta.get("precision", []) if isinstance(meta, dict) else []
+        rows.append({
+            "model": model.get("name", ""), "family": model.get("family", ""),
+            "revision": model.get("revision", ""),
+            "adapter": f"{model.get('adapter', {}).get('name', '')} {model.get('adapter', {}).get('version', '')}".strip(),
+            "T": meta.get("endpoint") if isinstance(meta, dict) else None,
+            "arms": "; ".join(f"{a.get('name')}: recurrence {a.get('recurrence_dtype')}, head {a.get('head_dtype')}"
+                              for a in arms if isinstance(a, dict)),
+        })
+    cols = [Column("model", "Model / checkpoint", kind="str"), Column("family", "Family", kind="str"),
+            Column("revision", "Pinned revision", kind="str"), Column("adapter", "Adapter", kind="str"),
+            Column("T", "Evaluated T", kind="int"), Column("arms", "Arithmetic arms", kind="str")]
+    return Table("checkpoints", "Pinned model configuration (pd:app:tab:checkpoints)", cols, rows)
+
+
+def build_items(computed, figure_dir: Path) -> list[ReportItem]:
+    """Every item of the report, in the paper's order, then the registered tables the paper has
+    no label for: tables become :class:`Block` objects, figures are drawn into ``figure_dir``."""
+    from .. import engine
+    from ..figures import draw_figures
+    from ..sections import load
+
+    load()
+    document = computed.document
+    intervals = _intervals(document)
+    by_name = _store_tables(computed, document)
+    table_specs = {t.label: t for t in engine.tables() if t.label}
+    comparison_specs = {c.label: c for c in engine.comparisons() if c.label}
+    drawn = {}
+    for f in draw_figures(figure_dir, document):
+        for lab in (f.label, *f.aliases):
+            drawn[lab] = f
+    items: list[ReportItem] = []
+    done_figures = set()
+
+    def table_item(label, title, spec_name, caption, section, tables, intervals=intervals):
+        item = ReportItem(label, "table", title, caption, section)
+        for aj, t in tables:
+            stem = _stem(label.replace("pd:", "").replace(":", "-") if label else spec_name,
+                         Path(aj["store"]).stem if aj else "", aj["readout"].replace(" ", "-") if aj else "",
+                         aj["grid"] if aj else "")
+            item.blocks.append(block_of(t, name=spec_name, stem=stem, analysis=aj, intervals=intervals))
+        return item
+
+    for label, kind, title in PAPER_ITEMS:
+        if kind == "figure":
+            f = drawn.get(label)
+            if f is None:
+                items.append(ReportItem(label, kind, title, skipped=["no section draws this figure"]))
+                continue
+            if f.name in done_figures:
+                continue
+            done_figures.add(f.name)
+            item = ReportItem(f.label, kind, title, f.caption, f.section, aliases=f.aliases)
+            item.figures = [str(Path("figures") / p.name) for p in f.files]
+            if f.skipped:
+                item.skipped.append(f.skipped)
+            items.append(item)
+        elif label in table_specs:
+            spec = table_specs[label]
+            tabs = by_name.get(spec.name, [])
+            item = table_item(label, title, spec.name, spec.caption, spec.section, tabs)
+            if not tabs:
+                item.skipped += _skips(computed, spec.name) or [
+                    f"not computed: section {spec.section} was not requested (--sections)"]
+            items.append(item)
+        elif label in comparison_specs:
+            spec = comparison_specs[label]
+            tabs = [(None, t) for t in computed.comparisons if t.name == spec.name]
+            item = table_item(label, title, spec.name, spec.caption, min(spec.sections), tabs)
+            if not tabs:
+                notes = [n for n in computed.skipped if n.startswith(spec.name)]
+                item.skipped += notes or [spec.needs or "needs further stores of the same questions"]
+            items.append(item)
+        elif label == "pd:tab:data":
+            items.append(table_item(label, title, "collections",
+                                    "The stores of this report: model, scoring (F1 label, F2 text without options, "
+                                    "F3 text with options), tasks with their N, endpoint T, arrangements, arms.",
+                                    None, [(None, _collections_table(computed))], intervals=""))
+        elif label == "pd:app:tab:checkpoints":
+            items.append(table_item(label, title, "checkpoints",
+                                    "The models as recorded in the stores: checkpoint, revision, adapter, "
+                                    "evaluated T and the arithmetic of every precision arm.",
+                                    None, [(None, _checkpoints_table(computed))], intervals=""))
+        else:
+            items.append(ReportItem(label, kind, title, skipped=[NOT_COMPUTED.get(label, "not computed")]))
+    for spec in engine.tables():
+        if spec.label:
+            continue
+        tabs = by_name.get(spec.name, [])
+        if tabs:
+            items.append(table_item("", spec.name.replace("_", " "), spec.name, spec.caption, spec.section, tabs))
+    return items
+
+
+def _population_of_figure(document: dict) -> str:
+    parts = []
+    seen = set()
+    for an in document["analyses"]:
+        key = (an["store"], an["readout"])
+        if key in seen:
+            continue
+        seen.add(key)
+        parts.append(f"{an['model']} ({an['readout']}, N={an['n_questions']}, T={an['endpoint']}, "
+                     f"arms {'/'.join(an['precision'])}; {an['store']})")
+    return "; ".join(parts)
+
+
+def _write_tables(items: list[ReportItem], directory: Path) -> None:
+    (directory / "tables").mkdir(parents=True, exist_ok=True)
+    used: set[str] = set()
+    for item in items:
+        for b in item.blocks:
+            stem, i = b.stem or b.name, 1
+            while stem in used:
+                i += 1
+                stem = f"{b.stem}-{i}"
+            used.add(stem)
+            b.files = {"csv": f"tables/{stem}.csv", "tex": f"tables/{stem}.tex"}
+            (directory / b.files["csv"]).write_text(table_csv_text(b.table), encoding="utf-8")
+            label = item.label or f"depthtraj:{b.name}"
+            (directory / b.files["tex"]).write_text(
+                latex_table(b, label=label, caption=item.caption or b.title), encoding="utf-8")
+
+
+def _heading(item: ReportItem) -> str:
+    kind = "Figure" if item.kind == "figure" else "Table"
+    lab = f" `{item.label}`" if item.label else ""
+    also = "".join(f" (also `{a}`)" for a in item.aliases)
+    return f"{kind}{lab}{also}: {item.title}"
+
+
+def _markdown(items, header: dict, document: dict) -> str:
+    lines = [f"# {header['title']}", "", header["summary"], ""]
+    lines += [f"- {s}" for s in header["stores"]] + [""]
+    lines += [f"**Intervals.** {_intervals(document)}.", "",
+              f"Written: {header['n_tables']} tables, {header['n_figures']} figures; "
+              f"skipped: {header['n_skipped']} items (each with the reason below).", ""]
+    part = None
+    for item in items:
+        p = "Additional tables (no counterpart in the paper)" if not item.label else "The paper's tables and figures"
+        if p != part:
+            part = p
+            lines += [f"## {p}", ""]
+        lines += [f"### {_heading(item)}", ""]
+        if item.caption:
+            lines += [item.caption, ""]
+        for reason in item.skipped:
+            lines += [f"> **Skipped**: {reason}", ""]
+        for f in item.figures:
+            lines += [f"![{item.label}]({f})", ""]
+        if item.figures:
+            lines += [f"*Population*: {_population_of_figure(document)}. *Intervals*: {_intervals(document)}.", ""]
+        for b in item.blocks:
+            lines += [f"**{b.title}**", "", f"*Population*: {b.population}.", ""]
+            lines += [f"*Intervals*: {b.intervals}.", ""] if b.intervals else []
+            lines += [markdown_table(b), "", f"Files: [`{b.files['csv']}`]({b.files['csv']}), "
+                      f"[`{b.files['tex']}`]({b.files['tex']})", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _html(items, header: dict, document: dict) -> str:
+    e = html.escape
+    out = [f"<h1>{e(header['title'])}</h1>", f"<p>{e(header['summary']).replace('*Prediction', '<i>Prediction').replace('Models*', 'Models</i>')}</p>", "<ul>"]
+    out += [f"<li>{e(s)}</li>" for s in header["stores"]]
+    out += ["</ul>", f"<p class=\"meta\"><b>Intervals.</b> {e(_intervals(document))}.</p>",
+            f"<p class=\"meta\">Written: {header['n_tables']} tables, {header['n_figures']} figures; skipped: "
+            f"{header['n_skipped']} items (each with the reason in place).</p>", "<h2>Contents</h2><ul class=\"toc\">"]
+    for i, item in enumerate(items):
+        mark = "" if item.written else " (skipped)"
+        out.append(f"<li><a href=\"#item{i}\">{e(_heading(item).replace('`', ''))}</a>{mark}</li>")
+    out.append("</ul>")
+    part = None
+    for i, item in enumerate(items):
+        p = "Additional tables (no counterpart in the paper)" if not item.label else "The paper's tables and figures"
+        if p != part:
+            part = p
+            out.append(f"<h2>{e(p)}</h2>")
+        kind = "Figure" if item.kind == "figure" else "Table"
+        lab = f" <span class=\"label\">{e(item.label)}</span>" if item.label else ""
+        also = "".join(f" <span class=\"label\">{e(a)}</span>" for a in item.aliases)
+        out.append(f"<h3 id=\"item{i}\">{kind}{lab}{also}: {e(item.title)}</h3>")
+        if item.caption:
+            out.append(f"<p>{e(item.caption)}</p>")
+        for reason in item.skipped:
+            out.append(f"<p class=\"skip\"><b>Skipped</b>: {e(reason)}</p>")
+        for f in item.figures:
+            out.append(f"<figure><img src=\"{e(f)}\" alt=\"{e(item.label)}\"><figcaption>{e(item.label)}: "
+                       f"{e(Path(f).stem)}</figcaption></figure>")
+        if item.figures:
+            out.append(f"<p class=\"meta\"><i>Population</i>: {e(_population_of_figure(document))}.</p>")
+        for b in item.blocks:
+            ivl = f" <i>Intervals</i>: {e(b.intervals)}." if b.intervals else ""
+            out.append(f"<p class=\"meta\"><i>Population</i>: {e(b.population)}.{ivl}</p>")
+            out.append(html_table(b))
+            out.append(f"<p class=\"files\"><a href=\"{e(b.files['csv'])}\">CSV</a> · "
+                       f"<a href=\"{e(b.files['tex'])}\">LaTeX</a></p>")
+    return html_page(header["title"], "\n".join(out))
+
+
+def write_report(computed, out: Path, *, overwrite: bool = False, options: dict | None = None) -> list[ReportItem]:
+    """Write the report of ``computed`` (:func:`depthtraj.analysis.cli.compute_analysis`) to
+    ``out`` (see the module doc) and return its items.
+
+    Raises
+    ------
+    FileExistsError
+        when ``out`` exists and is not empty and ``overwrite`` is false (checked before writing).
+    OSError
+        when the directory cannot be written (nothing is left behind).
+    """
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty (use --overwrite to replace it)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        items = build_items(computed, tmp / "figures")
+        _write_tables(items, tmp)
+        document = computed.document
+        models = sorted({an["model"] for an in document["analyses"]})
+        stores = []
+        seen = set()
+        for an in document["analyses"]:
+            key = (an["store"], an["readout"])
+            if key not in seen:
+                seen.add(key)
+                stores.append(f"{an['store']}: {an['model']}, readout {an['readout']}, N={an['n_questions']}, "
+                              f"T={an['endpoint']}, arms {'/'.join(an['precision'])}, "
+                              f"{an['arrangements']} arrangement(s)")
+        header = {
+            "title": f"depthtraj report: {', '.join(models) or 'no model'}",
+            "summary": (f"The tables and figures of *Prediction Dynamics in Depth-Recurrent Language Models* that "
+                        f"these stores support, regenerated by depthtraj {document.get('depthtraj_version', '')} on "
+                        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}."
+                        + (f" Options: {json.dumps(options, default=str)}." if options else "")),
+            "stores": stores,
+            "n_tables": sum(1 for i in items if i.kind == "table" and i.written),
+            "n_figures": sum(len(i.figures) for i in items),
+            "n_skipped": sum(1 for i in items if not i.written),
+        }
+        (tmp / "report.md").write_text(_markdown(items, header, document), encoding="utf-8")
+        (tmp / "report.html").write_text(_html(items, header, document), encoding="utf-8")
+        (tmp / "analysis.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return items
+
+
+def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **options) -> int:
+    """The ``report`` command: compute the analyses as ``analyze`` does
+    (:func:`~depthtraj.analysis.cli.compute_analysis` and its options), write the report, print
+    one line; returns the exit code (0 done, 2 user error: one line on stderr, nothing written)."""
+    import sys
+
+    from ..cli import UsageError, compute_analysis
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        print(f"depthtraj: error: {out} exists and is not empty (use --overwrite to replace it)", file=sys.stderr)
+        return 2
+    try:
+        computed = compute_analysis(stores, **options)
+        items = write_report(computed, out, overwrite=overwrite,
+                             options={k: v for k, v in options.items() if v not in (None, [], ())})
+    except UsageError as exc:
+        print(f"depthtraj: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"depthtraj: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(summary_line(items, out))
+    return 0
+
+
+def summary_line(items: Sequence[ReportItem], out: Path) -> str:
+    """One line: where the report is and what it holds."""
+    tables = sum(1 for i in items if i.kind == "table" and i.written)
+    figures = sum(len(i.figures) for i in items)
+    skipped = sum(1 for i in items if not i.written)
+    return (f"depthtraj: report written to {out}/report.html (and report.md): {tables} tables, "
+            f"{figures} figure files; {skipped} items skipped, each with the store it needs")

@@ -1,0 +1,255 @@
+"""Renderers of the report: cell formatting, Markdown, static HTML, LaTeX (booktabs) and CSV.
+
+A :class:`Block` is one table as the report shows it: the population line (the columns that are
+constant over the table: model, readout, T, grid, N …), the interval line, and the remaining
+columns with estimates written ``9.77 [7.03, 12.50]``.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Block", "block_of", "html_page", "latex_table", "markdown_table", "table_csv_text"]
+
+#: Columns that are descriptive and never shown as a column when constant.
+_POPULATION_KEYS = ("store", "model", "readout", "task", "subject", "K", "precision", "T", "N", "grid", "grid_depths")
+#: Units whose values are counts (printed without decimals when integral).
+_COUNT_UNITS = ("questions", "pairs", "increments", "count")
+
+
+@dataclass
+class Block:
+    """One table of the report (see the module doc); ``table`` is the
+    :class:`~depthtraj.analysis.core.tables.Table` it shows."""
+
+    name: str
+    stem: str
+    title: str
+    population: str
+    intervals: str
+    headers: list[str]
+    cells: list[list[str]]
+    latex_cells: list[list[str]]
+    table: Any
+    long: bool = False
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _is_count(col) -> bool:
+    return col.kind == "int" or col.unit in _COUNT_UNITS or col.key in ("N", "n", "count") or col.key.startswith(("n_", "N_"))
+
+
+def _num(v: float, digits: int, count: bool) -> str:
+    if count and float(v).is_integer():
+        return str(int(v))
+    return f"{v:.{digits}f}"
+
+
+def fmt_cell(col, row: dict, *, latex: bool = False) -> str:
+    """A cell as text (``9.77 [7.03, 12.50]``) or LaTeX (``$9.77\\,[7.03,12.50]$``); "" for a
+    missing value, "–" for a non-finite one."""
+    v = row.get(col.key)
+    if v is None:
+        return ""
+    if col.kind == "str":
+        return latex_escape(str(v)) if latex else str(v)
+    if col.kind == "int":
+        return str(int(v))
+    v = float(v)
+    if not math.isfinite(v):
+        return "--" if latex else "–"
+    if col.kind == "sci":
+        s = f"{v:.{col.digits}e}"
+        return f"${s}$" if latex else s
+    count = _is_count(col)
+    s = _num(v, col.digits, count)
+    lo, hi = row.get(f"{col.key}_lo"), row.get(f"{col.key}_hi")
+    if col.interval and lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+        a, b = _num(lo, col.digits, count), _num(hi, col.digits, count)
+        return f"${s}\\,[{a},{b}]$" if latex else f"{s} [{a}, {b}]"
+    return f"${s}$" if latex and s.startswith("-") else s
+
+
+def _distinct(rows, key) -> list:
+    seen = []
+    for r in rows:
+        v = r.get(key)
+        if v not in seen:
+            seen.append(v)
+    return seen
+
+
+def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: str) -> Block:
+    """The :class:`Block` of ``table``: key columns constant over its rows (and those hidden from
+    the terminal) go to the population line; the others stay as columns."""
+    rows = table.rows
+    pop: list[str] = []
+    if analysis is not None:
+        pop.append(f"model {analysis['model']}")
+        pop.append(f"readout {analysis['readout']}")
+        pop.append(f"store {analysis['store']}")
+    shown = []
+    for c in table.columns:
+        values = _distinct(rows, c.key)
+        constant = len(values) <= 1
+        if analysis is None:  # a table across stores or of the stores: every column is content
+            if c.show or c.kind == "str":
+                shown.append(c)
+            continue
+        if c.group == "key" and (constant or not c.show or c.key in ("store", "grid_depths")):
+            if c.key in ("grid_depths", "store", "model", "readout"):
+                continue
+            if values and values[0] not in (None, ""):
+                text = "/".join(str(v) for v in values) if not constant else str(values[0])
+                pop.append({"grid": f"grid {text}", "T": f"T={text}", "N": f"N={text} per cell"}.get(c.key, f"{c.header} {text}"))
+            continue
+        shown.append(c)
+    if analysis is not None and analysis.get("grid_depths") and any(c.key == "grid" for c in table.columns):
+        depths = analysis["grid_depths"]
+        pop = [p if not p.startswith("grid ") else f"{p} {{{_depth_text(depths)}}}" for p in pop]
+    arms = analysis.get("precision") if analysis else None
+    if arms and not any(c.key == "precision" for c in shown) and not any(p.startswith("Precision") for p in pop):
+        pop.append("arms " + "/".join(arms))
+    if analysis is not None:
+        pop.append(f"{analysis['n_questions']} questions, {analysis['arrangements']} arrangement(s)")
+    headers = [c.header + (f" ({c.unit})" if c.unit and c.unit not in c.header else "") for c in shown]
+    cells = [[fmt_cell(c, r) for c in shown] for r in rows]
+    latex_cells = [[fmt_cell(c, r, latex=True) for c in shown] for r in rows]
+    population = "; ".join(pop) or "the stores and cells named in the rows"
+    return Block(name=name, stem=stem, title=table.title, population=population, intervals=intervals,
+                 headers=headers, cells=cells, latex_cells=latex_cells, table=table,
+                 long=not getattr(table, "rich", True))
+
+
+def _depth_text(depths) -> str:
+    ds = [int(d) for d in depths]
+    if len(ds) > 2 and ds == list(range(ds[0], ds[-1] + 1)):
+        return f"{ds[0]}:{ds[-1]}"
+    return ",".join(str(d) for d in ds)
+
+
+# ---------------------------------------------------------------------------------------- text
+def markdown_table(block: Block, *, max_rows: int = 60) -> str:
+    """GitHub-flavoured Markdown of the block (rows beyond ``max_rows``: see its CSV)."""
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(esc(h) for h in block.headers) + " |",
+             "|" + "|".join("---" for _ in block.headers) + "|"]
+    for row in block.cells[:max_rows]:
+        lines.append("| " + " | ".join(esc(c) for c in row) + " |")
+    if len(block.cells) > max_rows:
+        lines.append(f"\n*{len(block.cells) - max_rows} more rows in `{block.files.get('csv', '')}`.*")
+    return "\n".join(lines)
+
+
+def table_csv_text(table) -> str:
+    """The table's rows as CSV (header = every row key, intervals as ``X_lo``/``X_hi``)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    keys = table.keys()
+    w.writerow(keys)
+    for r in table.rows:
+        w.writerow(["" if r.get(k) is None else (f"{r[k]:.12g}" if isinstance(r.get(k), float) else r.get(k))
+                    for k in keys])
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------- LaTeX
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_MATH = {
+    "τ": r"\tau", "Ξ": r"\Xi", "κ": r"\kappa", "Δ": r"\Delta", "ρ": r"\rho", "α": r"\alpha", "ε": r"\varepsilon",
+    "−": "-", "→": r"\to", "≠": r"\neq", "²": "^2", "×": r"\times", "‖": r"\|", "⊥": r"\perp", "≤": r"\le",
+    "≥": r"\ge", "′": "'", "·": r"\cdot", "Σ": r"\Sigma", "𝓔": r"\mathcal{E}", "𝓘": r"\mathcal{I}",
+    "λ": r"\lambda", "σ": r"\sigma", "μ": r"\mu", "∞": r"\infty", "≈": r"\approx", "±": r"\pm",
+}
+
+
+def latex_escape(text: str) -> str:
+    """``text`` for LaTeX: special characters escaped, the Greek letters and symbols the tables
+    use written as inline math (``τ`` → ``$\\tau$``), other non-ASCII characters dropped."""
+    out = []
+    for ch in str(text):
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ch in _LATEX_MATH:
+            out.append(f"${_LATEX_MATH[ch]}$")
+        elif ord(ch) < 128:
+            out.append(ch)
+        elif ch in "–—":
+            out.append("--")
+        elif ch == "…":
+            out.append(r"\ldots{}")
+        # other symbols have no safe LaTeX form without extra packages: left out
+    return "".join(out).replace("$$", "")
+
+
+def latex_table(block: Block, *, label: str, caption: str) -> str:
+    """A booktabs ``table`` float of the block: the caption (with the population and interval
+    lines), the paper's label (or ``depthtraj:<name>``), text columns left, numbers right."""
+    shown = [c for c in block.table.columns if c.header + (f" ({c.unit})" if c.unit and c.unit not in c.header else "") in block.headers]
+    align = "".join("l" if c.kind == "str" else "r" for c in shown) or "l"
+    cap = " ".join(x for x in (latex_escape(caption), latex_escape(block.population) + ".",
+                               latex_escape(block.intervals) + "." if block.intervals else "") if x.strip(". "))
+    lines = [
+        r"\begin{table}[!htbp]",
+        r"\centering\small\setlength{\tabcolsep}{4pt}",
+        rf"\caption{{{cap}}}",
+        rf"\label{{{latex_escape(label).replace(chr(92) + '_', '_')}}}",
+        rf"\begin{{tabular}}{{{align}}}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in block.headers) + r" \\",
+        r"\midrule",
+    ]
+    for row in block.latex_cells:
+        lines.append(" & ".join(row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- HTML
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
+padding:0 1em;color:#1b1b1b;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+h3{margin-top:1.6em}code,.label{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
+.label{background:#eef2f7;padding:.05em .35em;border-radius:3px}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.86em;font-variant-numeric:tabular-nums}
+caption{caption-side:top;text-align:left;font-size:.95em;color:#444;padding-bottom:.35em}
+th,td{padding:.22em .6em;text-align:right;white-space:nowrap}th{border-bottom:1px solid #333}
+tbody tr:last-child td{border-bottom:1px solid #333}thead tr:first-child th{border-top:1.5px solid #333}
+td.s,th.s{text-align:left}.meta{color:#555;font-size:.88em;margin:.1em 0}
+.skip{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:.3em .6em;margin:.5em 0;font-size:.9em}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.9em;color:#444}
+.files{font-size:.85em}.scroll{overflow-x:auto}.toc{columns:2;font-size:.9em}
+"""
+
+
+def html_table(block: Block) -> str:
+    """The block as an HTML table (escaped), caption = the table's title."""
+    kinds = [c.kind for c in block.table.columns
+             if c.header + (f" ({c.unit})" if c.unit and c.unit not in c.header else "") in block.headers]
+    cls = [' class="s"' if k == "str" else "" for k in kinds] + [""] * len(block.headers)
+    out = [f"<div class=\"scroll\"><table><caption>{html.escape(block.title)}</caption><thead><tr>"]
+    out += [f"<th{cls[i]}>{html.escape(h)}</th>" for i, h in enumerate(block.headers)]
+    out.append("</tr></thead><tbody>")
+    for row in block.cells[:60]:
+        out.append("<tr>" + "".join(f"<td{cls[i]}>{html.escape(c)}</td>" for i, c in enumerate(row)) + "</tr>")
+    out.append("</tbody></table></div>")
+    if len(block.cells) > 60:
+        out.append(f'<p class="meta">{len(block.cells) - 60} more rows in '
+                   f'<a href="{html.escape(block.files.get("csv", ""))}">the CSV</a>.</p>')
+    return "".join(out)
+
+
+def html_page(title: str, body: str) -> str:
+    """A complete static HTML page (inline CSS, no script)."""
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
