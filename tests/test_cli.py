@@ -76,9 +76,13 @@ def test_demo_end_to_end(tmp_path):
     assert "ok: no findings" in r.stdout + r.stderr
     assert (out / "tiny-huginn" / "config.json").is_file()
     assert (out / "demo.zarr" / "zarr.json").is_file()
-    doc = json.loads((out / "tables" / "analysis.json").read_text())
+    doc = json.loads((out / "report" / "analysis.json").read_text())
     assert doc["schema"] == SCHEMA
-    assert (out / "tables" / "depth_area.csv").read_text().count("\n") > 4
+    assert (out / "report" / "report.html").is_file() and list((out / "report" / "figures").glob("*.png"))
+    assert (out / "report" / "tables" / "depth_area_demo_F1_quarter.csv").read_text().count("\n") > 4
+    # a short summary on stdout (W and τ per task × arm), pointing to the report
+    assert "W_raw %" in r.stdout and "τ %" in r.stdout and len(r.stdout.splitlines()) <= 12
+    assert "report.html" in r.stderr
     # the checkpoint the demo leaves behind is usable by collect
     r = subprocess.run(
         [sys.executable, "-m", "depthtraj.cli", "collect", "--adapter", "huginn", "--model", str(out / "tiny-huginn"),

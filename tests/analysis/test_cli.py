@@ -45,29 +45,43 @@ def test_table_and_csv(capsys, small_store):
     assert code == 0 and "Quotient" in out and "A_pair" in out and "[" in out
     code, out, err = _run(capsys, small_store, fmt="csv", grids=["2,4"], bootstrap=0)
     assert code == 0
-    blocks = out.split("\n\n")
-    assert [b.splitlines()[0] for b in blocks] == [
-        "# depth_area", "# levels", "# direction", "# centers", "# gains", "# margin_ladder",
-        "# permutation", "# tau", "# rho", "# accuracy", "# transitions", "# energy_shares", "# energy",
-        "# weighting", "# depth_prediction", "# marginal", "# scale", "# vocabulary", "# precision"]
+    # one tidy long-format CSV: every estimate a row, pandas reads it as it is
+    import pandas as pd
+
+    frame = pd.read_csv(io.StringIO(out))
+    assert list(frame.columns) == ["table", "store", "model", "readout", "grid", "T", "cell", "precision", "keys",
+                                   "quantity", "unit", "estimate", "lo", "hi"]
+    assert list(dict.fromkeys(frame["table"])) == [
+        "depth_area", "levels", "direction", "centers", "gains", "margin_ladder",
+        "permutation", "tau", "rho", "accuracy", "transitions", "energy_shares", "energy",
+        "weighting", "depth_prediction", "marginal", "scale", "vocabulary", "precision"]
     assert "skipped text_geometry" in err and "F1" in err  # a label store: one line, the reason
-    rows = list(csv.DictReader(io.StringIO(blocks[0].split("\n", 1)[1])))
-    assert len(rows) == 4 and rows[0]["grid_depths"] == "2,4" and rows[0]["W_q_lo"] == ""
-    float(rows[0]["W_q"])
+    wq = frame[(frame["table"] == "depth_area") & (frame["quantity"] == "W_q")]
+    assert len(wq) == 4 and set(wq["grid"]) == {"2,4"} and wq["lo"].isna().all()  # no bootstrap: no bounds
+    assert (wq["unit"] == "%").all() and wq["estimate"].between(0, 100).all()
+    ladder = frame[(frame["table"] == "margin_ladder") & (frame["quantity"] == "m")]
+    assert set(ladder["keys"]) == {"depth=2", "depth=4"}
 
 
 def test_out_writes_every_table(capsys, small_store, tmp_path):
     out_dir = tmp_path / "res"
     code, out, _ = _run(capsys, small_store, small_store, fmt="json", out=out_dir, grids=["quarter"], endpoint=6)
     assert code == 0
-    assert sorted(p.name for p in out_dir.iterdir()) == [
+    assert sorted(p.name for p in out_dir.iterdir() if p.suffix != ".png") == [
         "accuracy.csv", "analysis.json", "centers.csv", "depth_area.csv", "depth_prediction.csv", "direction.csv",
-        "energy.csv", "energy_shares.csv", "energy_shares.png", "gains.csv", "gains.png", "levels.csv",
-        "margin_ladder.csv", "marginal.csv", "permutation.csv", "precision.csv", "precision.png", "rho.csv", "scale.csv",
+        "energy.csv", "energy_shares.csv", "gains.csv", "levels.csv",
+        "margin_ladder.csv", "marginal.csv", "permutation.csv", "precision.csv", "rho.csv", "scale.csv",
         "tau.csv",
         "transitions.csv", "vocabulary.csv", "weighting.csv"]
+    from PIL import Image
+
+    labels = set()
     for png in out_dir.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        labels.add(Image.open(png).text["depthtraj:label"])
+    # a label store: every label-store figure of the sections, no answer-text figure
+    assert labels == {"pd:app:fig:label-increments", "pd:fig:ladder", "pd:fig:prediction", "pd:fig:mass"} | (
+        {"pd:fig:precision"} if len(json.loads(out)["analyses"][0]["precision"]) > 1 else set())
     doc = json.loads((out_dir / "analysis.json").read_text())
     assert doc == json.loads(out)
     assert [a["grid_depths"] for a in doc["analyses"]] == [[1, 3, 4], [1, 3, 4]]  # T=6 quarter
@@ -200,7 +214,16 @@ def test_format_comparison_of_two_stores(capsys, small_store, tmp_path):
     shutil.copytree(small_store, twin)
     code, out, err = _run(capsys, small_store, str(twin), fmt="json", grids=["quarter"], bootstrap=80)
     assert code == 0, err
-    (table,) = json.loads(out)["comparisons"]
+    comparisons = {t["name"]: t for t in json.loads(out)["comparisons"]}
+    assert sorted(comparisons) == ["format", "format_conditioned"]
+    table = comparisons["format"]
+    # the endpoint-conditioned comparison of a store with its copy: the same subsets, ΔA = 0
+    cond = comparisons["format_conditioned"]["rows"]
+    per_store = [r for r in cond if r["dW_correct"] is not None]
+    assert len(per_store) == 8 and all(r["d_accuracy"] == 0 for r in cond if r["d_accuracy"] is not None)
+    for r in per_store:
+        twin_row = next(x for x in per_store if x["store"] != r["store"] and (x["task"], x["precision"]) == (r["task"], r["precision"]))
+        assert (r["n"], r["dW_correct"], r["dW_correct_lo"]) == (twin_row["n"], twin_row["dW_correct"], twin_row["dW_correct_lo"])
     diffs = [r for r in table["rows"] if r["d_epsilon"] is not None]
     assert len(diffs) == 4  # 2 tasks × 2 arms
     for r in diffs:

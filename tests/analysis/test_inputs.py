@@ -80,4 +80,12 @@ def test_text_variants_from_several_normalisations(capsys, text_store, tmp_path)
         for r in a["tables"]["depth_area"]["rows"]:
             row = next(x for x in tv["rows"] if (x["store"], x["readout"], x["task"], x["precision"]) == (a["store"], a["readout"], r["task"], r["precision"]))
             assert row[f"dW_{a['grid']}"] == pytest.approx(r["delta_tr"])
+        # Ξ (pd:app:eq:xi) is the §5 marginal table's all-increment Ξ_obs of the same analysis
+        for r in a["tables"].get("marginal", {}).get("rows", []):
+            if r["window"] != "all":
+                continue
+            row = next(x for x in tv["rows"] if (x["store"], x["readout"], x["task"], x["precision"]) == (a["store"], a["readout"], r["task"], r["precision"]))
+            assert (row["xi"], row["xi_lo"], row["xi_hi"]) == (r["xi_obs"], r["xi_obs_lo"], r["xi_obs_hi"])
+            assert 0 <= row["xi_lo"] <= row["xi"] <= row["xi_hi"] <= 100
+    assert all(r["xi"] is not None for r in tv["rows"])
     assert any(t["name"] == "format" for t in doc["comparisons"])  # label vs text on shared ids

@@ -17,7 +17,7 @@ app = typer.Typer(
     name="depthtraj",
     help="Trajectory stores for depth-recurrent language models: collect, validate, analyse.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -81,53 +81,109 @@ def validate(
 
 
 @app.command()
+def info(
+    store: Annotated[str, typer.Argument(metavar="STORE", help="A store path or fsspec URL.")],
+    format: Annotated[str, typer.Option("--format", "-f", metavar="text|json", help="A summary for people, or JSON.")] = "text",
+) -> None:
+    """One screen about a store: model and revision, readout, tasks, N complete/total, T, arms,
+    arrangements, optional variables, size. Reads attributes and small arrays only."""
+    import json
+
+    from .info import info_lines, store_info
+    from .store import StoreError
+
+    if format not in ("text", "json"):
+        fail(f"--format must be text or json, got {format!r}")
+    try:
+        summary = store_info(store)
+    except StoreError as exc:
+        fail(str(exc).splitlines()[0])
+    if format == "json":
+        typer.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        typer.echo("\n".join(info_lines(summary)))
+
+
+# The analysis options, shared by ``analyze`` and ``report`` (real metavars in --help).
+StoresArg = Annotated[list[str], typer.Argument(metavar="STORE...", help="One or more store paths or fsspec URLs.")]
+GridOpt = Annotated[
+    list[str],
+    typer.Option(metavar="GRID", help="Candidate depths: quarter | native | a list '8,16,24' | a range '4:31'. Repeatable."),
+]
+EndpointOpt = Annotated[
+    Optional[list[int]], typer.Option(metavar="T", help="Endpoint depth T (default: the store's last depth). Repeatable.")
+]
+BootstrapOpt = Annotated[int, typer.Option(metavar="DRAWS", help="Whole-question bootstrap draws (0: none).")]
+SeedOpt = Annotated[int, typer.Option(metavar="SEED", help="Bootstrap seed.")]
+LevelOpt = Annotated[float, typer.Option(metavar="LEVEL", help="Interval coverage, in (0, 1).")]
+NormalizationOpt = Annotated[
+    Optional[str],
+    typer.Option(metavar="sum|token|char[,...]",
+                 help="Text stores: score as sum | token | char mean of the continuation log-likelihood "
+                      "(a list analyses each)."),
+]
+SelectOpt = Annotated[
+    list[str],
+    typer.Option(metavar="KEY=VALUE[,VALUE]", help="Keep questions with KEY=VALUE[,VALUE] (task, subject, K, label). Repeatable."),
+]
+ByOpt = Annotated[str, typer.Option(metavar="task|subject|K", help="Cells (× precision arm).")]
+SchedulerOpt = Annotated[
+    Optional[str],
+    typer.Option(metavar="threads|processes|synchronous|ADDRESS",
+                 help="The dask scheduler: threads (default), processes, synchronous or a dask.distributed address."),
+]
+EarlyOpt = Annotated[Optional[str], typer.Option(metavar="START:END", help="§5 attenuation: early window of interval starts, e.g. 4:7.")]
+LateOpt = Annotated[Optional[str], typer.Option(metavar="START:END", help="§5 attenuation: late window of interval starts, e.g. 24:27.")]
+StepOpt = Annotated[Optional[int], typer.Option(metavar="STEPS", help="§5 attenuation: interval length (default 1 with --early/--late).")]
+PermutationsOpt = Annotated[
+    Optional[int],
+    typer.Option(metavar="DRAWS", help="Ξ: finite-permutation check of the exact marginal reference, in draws (0: off; "
+                                       "default 1000 up to 50,000 questions, off above)."),
+]
+ScaleCheckOpt = Annotated[
+    Optional[str],
+    typer.Option(metavar="ALPHAS|default",
+                 help="§6: recompute every homogeneous statistic on α·s for these α (e.g. 0.1,0.5,4,10; "
+                      "'default' = the paper's grid) and add the scale_check table (one more pass per α)."),
+]
+SectionsOpt = Annotated[
+    Optional[str],
+    typer.Option(metavar="3,4,5,6", help="Only these sections of the paper, e.g. 3,4 or 5 (default: all); the pass "
+                                        "skips what they do not need."),
+]
+AllowDefectsOpt = Annotated[
+    bool,
+    typer.Option("--allow-defects", help="Analyse a store whose data break a rule (DT-DATA-001/002/003, ...) "
+                                         "as stored, reporting the breaches, instead of refusing it."),
+]
+
+
+@app.command()
 def analyze(
-    stores: Annotated[list[str], typer.Argument(help="One or more store paths or fsspec URLs.")],
-    grid: Annotated[
-        list[str],
-        typer.Option(help="Candidate depths: quarter | native | a list '8,16,24' | a range '4:31'. Repeatable."),
-    ] = ["quarter", "native"],
-    endpoint: Annotated[
-        Optional[list[int]], typer.Option(help="Endpoint depth T (default: the store's last depth). Repeatable.")
+    stores: StoresArg,
+    grid: GridOpt = ["quarter", "native"],
+    endpoint: EndpointOpt = None,
+    bootstrap: BootstrapOpt = 5000,
+    seed: SeedOpt = 0,
+    level: LevelOpt = 0.95,
+    normalization: NormalizationOpt = None,
+    select: SelectOpt = [],
+    by: ByOpt = "task",
+    scheduler: SchedulerOpt = None,
+    early: EarlyOpt = None,
+    late: LateOpt = None,
+    step: StepOpt = None,
+    permutations: PermutationsOpt = None,
+    scale_check: ScaleCheckOpt = None,
+    sections: SectionsOpt = None,
+    allow_defects: AllowDefectsOpt = False,
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|csv|json",
+                                        help="Output on stdout: rich tables, CSV, or the JSON document.")] = "table",
+    out: Annotated[
+        Optional[Path],
+        typer.Option(metavar="DIR", help="Also write every table (one CSV each), the JSON document and the figures "
+                                         "(PNG) here. For the paper-ordered report use `depthtraj report`."),
     ] = None,
-    bootstrap: Annotated[int, typer.Option(help="Whole-question bootstrap draws (0: none).")] = 5000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
-    level: Annotated[float, typer.Option(help="Interval coverage.")] = 0.95,
-    normalization: Annotated[
-        Optional[str], typer.Option(help="Text stores: score as sum | token | char mean of the continuation log-likelihood.")
-    ] = None,
-    select: Annotated[
-        list[str], typer.Option(help="Keep questions with KEY=VALUE[,VALUE] (task, subject, K, label). Repeatable.")
-    ] = [],
-    by: Annotated[str, typer.Option(help="Cells: task | subject | K (× precision arm).")] = "task",
-    scheduler: Annotated[
-        Optional[str], typer.Option(help="threads (default) | processes | synchronous | a dask.distributed address.")
-    ] = None,
-    early: Annotated[Optional[str], typer.Option(help="§5 attenuation: early window of interval starts, e.g. 4:7.")] = None,
-    late: Annotated[Optional[str], typer.Option(help="§5 attenuation: late window of interval starts, e.g. 24:27.")] = None,
-    step: Annotated[Optional[int], typer.Option(help="§5 attenuation: interval length (default 1 with --early/--late).")] = None,
-    permutations: Annotated[
-        Optional[int],
-        typer.Option(help="Ξ: finite-permutation check of the exact marginal reference, in draws (0: off; "
-                          "default 1000 up to 50,000 questions, off above)."),
-    ] = None,
-    scale_check: Annotated[
-        Optional[str],
-        typer.Option(help="§6: recompute every homogeneous statistic on α·s for these α (e.g. 0.1,0.5,4,10; "
-                          "'default' = the paper's grid) and add the scale_check table (one more pass per α)."),
-    ] = None,
-    sections: Annotated[
-        Optional[str],
-        typer.Option(help="Only these sections of the paper, e.g. 3,4 or 5 (default: 3,4,5,6); the pass skips "
-                          "what they do not need."),
-    ] = None,
-    allow_defects: Annotated[
-        bool,
-        typer.Option("--allow-defects", help="Analyse a store whose data break a rule (DT-DATA-001/002/003, ...) "
-                                             "as stored, reporting the breaches, instead of refusing it."),
-    ] = False,
-    format: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
-    out: Annotated[Optional[Path], typer.Option(help="Also write every table (csv and json) here.")] = None,
 ) -> None:
     """The paper's §3–6 analyses (margin ladder, D_j, W_j, increments, gains) of one or more stores."""
     from .analysis.cli import run_analyze
@@ -138,6 +194,45 @@ def analyze(
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
             sections=sections, allow_defects=allow_defects,
+        )
+    )
+
+
+@app.command()
+def report(
+    stores: StoresArg,
+    out: Annotated[Path, typer.Option(metavar="DIR", help="The report directory to write (report.html, report.md, "
+                                                          "figures/, tables/ with LaTeX and CSV, analysis.json).")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing non-empty DIR.")] = False,
+    grid: GridOpt = ["quarter", "native"],
+    endpoint: EndpointOpt = None,
+    bootstrap: BootstrapOpt = 2000,
+    seed: SeedOpt = 0,
+    level: LevelOpt = 0.95,
+    normalization: NormalizationOpt = None,
+    select: SelectOpt = [],
+    by: ByOpt = "task",
+    scheduler: SchedulerOpt = None,
+    early: EarlyOpt = None,
+    late: LateOpt = None,
+    step: StepOpt = None,
+    permutations: PermutationsOpt = None,
+    sections: SectionsOpt = None,
+    allow_defects: AllowDefectsOpt = False,
+) -> None:
+    """The paper, regenerated: every table and figure the stores support, in the paper's order, with
+    caption, label, population and interval method (Markdown, static HTML, LaTeX and CSV tables, PNG
+    figures); one line per item the stores cannot support, naming the store it needs. Answer-text
+    stores are analysed under all three normalisations (char, sum, token) unless
+    --normalization says otherwise."""
+    from .analysis.report import run_report
+
+    raise typer.Exit(
+        run_report(
+            stores, out=out, overwrite=overwrite, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap,
+            seed=seed, level=level, normalization=normalization or "auto", select=select, by=by, scheduler_spec=scheduler,
+            early=early, late=late, step=step, permutations=permutations, sections=sections,
+            allow_defects=allow_defects,
         )
     )
 
@@ -264,11 +359,12 @@ def collect(
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="Directory for the tiny checkpoint, the store and the tables.")] = Path("depthtraj-demo"),
-    depths: Annotated[int, typer.Option(help="Endpoint T of the demo collection.")] = 16,
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Directory for the tiny checkpoint, the store and the report.")] = Path("depthtraj-demo"),
+    depths: Annotated[int, typer.Option(metavar="T", help="Endpoint T of the demo collection.")] = 16,
 ) -> None:
-    """The embedded default: tiny raven model × shipped ARC/MMLU sample → store → validate → analyze."""
-    from .analysis.cli import run_analyze
+    """The embedded default: tiny raven model × shipped ARC/MMLU sample → store → validate → report."""
+    from .analysis.cli import UsageError, compute_analysis
+    from .analysis.report import summary_line, write_report
     from .collect import CollectError
     from .demo import run_demo
     from .validate.cli import run_validate
@@ -298,21 +394,26 @@ def demo(
     import contextlib
     import io
 
-    echo(f"\n$ depthtraj analyze {store} --grid quarter")
-    rc = run_analyze([store], grids=["quarter"], endpoint=None, bootstrap=2000, seed=0, fmt="table", out=None)
-    if rc != 0:
-        raise typer.Exit(rc)
-    # both grids, quarter and native, go to the tables directory (the native ladder is long)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        rc = run_analyze([store], grids=["quarter", "native"], endpoint=None, bootstrap=2000, seed=0, fmt="csv", out=paths["tables"])
-    if rc != 0:
-        raise typer.Exit(rc)
+    report = paths["report"]
+    echo(f"\n$ depthtraj report {store} --out {report} --overwrite")
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # the label store's skipped text tables
+            computed = compute_analysis([store], grids=["quarter", "native"], bootstrap=2000, seed=0)
+        items = write_report(computed, report, overwrite=True)
+    except (UsageError, OSError) as exc:
+        fail(str(exc))
+    from .demo import summary_lines
+
+    for line in summary_lines(computed.document):
+        typer.echo(line)
+    echo(summary_line(items, report))
     echo(
         "\nWrote:\n"
         f"  checkpoint  {paths['checkpoint']}   (depthtraj collect --adapter huginn --model {paths['checkpoint']} ...)\n"
         f"  store       {paths['store']}\n"
-        f"  tables      {paths['tables']}/  (quarter and native grids: every table as CSV, analysis.json, figures as PNG)\n"
-        f"Next: depthtraj analyze {paths['store']} --grid native"
+        f"  report      {report}/report.html  (every table and figure of the paper this store supports; "
+        "LaTeX and CSV tables in tables/, figures in figures/)\n"
+        f"Next: depthtraj analyze {paths['store']} --grid native   |   depthtraj info {paths['store']}"
     )
 
 

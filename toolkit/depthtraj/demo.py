@@ -2,7 +2,8 @@
 
 Builds a tiny random-weight model of the raven (Huginn) architecture through the ``huginn``
 adapter's entry point, collects F1 label-scoring trajectories for the shipped sample of real
-ARC-Challenge and MMLU questions, validates the store and prints the paper-§3 tables.
+ARC-Challenge and MMLU questions, validates the store, writes the paper's report
+(``depthtraj report``) and prints a short summary (:func:`summary_lines`).
 Everything lands under one directory so a user can point ``depthtraj collect --model`` at the
 checkpoint next.
 """
@@ -98,7 +99,7 @@ def run_demo(
         if created:
             shutil.rmtree(out, ignore_errors=True)
         raise
-    return {"checkpoint": ckpt, "store": store, "tables": out / "tables", "summary": summary}
+    return {"checkpoint": ckpt, "store": store, "report": out / "report", "summary": summary}
 
 
 def _build_atomically(adapter_cls, ckpt: Path) -> None:
@@ -124,4 +125,27 @@ def _build_atomically(adapter_cls, ckpt: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["run_demo", "sample_sources"]
+def summary_lines(document: dict) -> list[str]:
+    """A few lines from the analysis document of the demo: per task × arm on the quarter grid,
+    W_raw, W_q and W_res (%, ``pd:eq:depth-area``) and τ (%, ``pd:eq:tau``) with their intervals."""
+    def est(row, key):
+        v, lo, hi = row.get(key), row.get(f"{key}_lo"), row.get(f"{key}_hi")
+        if v is None:
+            return "–"
+        return f"{v:5.1f} [{lo:4.1f}, {hi:4.1f}]" if lo is not None and hi is not None else f"{v:5.1f}"
+
+    an = next((a for a in document["analyses"] if a["grid"] == "quarter"), document["analyses"][0])
+    area = an["tables"].get("depth_area", {}).get("rows", [])
+    tau = {(r["task"], r["precision"]): r for r in an["tables"].get("tau", {}).get("rows", [])}
+    lines = [f"{an['model']} · {an['readout']} · N={an['n_questions']} · T={an['endpoint']} · grid {an['grid']} "
+             f"{{{','.join(str(d) for d in an['grid_depths'])}}} · 95 % intervals, "
+             f"{document['bootstrap']['draws']} draws",
+             f"{'task':<14} {'arm':<5} {'W_raw %':>19} {'W_q %':>19} {'W_res %':>19} {'τ %':>19}"]
+    for r in area:
+        t = tau.get((r["task"], r["precision"]), {})
+        lines.append(f"{r['task']:<14} {r['precision']:<5} {est(r, 'W_raw'):>19} {est(r, 'W_q'):>19} "
+                     f"{est(r, 'W_res'):>19} {est(t, 'tau'):>19}")
+    return lines
+
+
+__all__ = ["run_demo", "sample_sources", "summary_lines"]

@@ -425,6 +425,12 @@ def _nothing_there(p: str, store) -> str:
     return nothing
 
 
+def open_root(path, *, storage_options=None):
+    """The store's root zarr group, read-only (no validation; see :func:`_require_group` for the
+    one-line :class:`StoreError` of a path that is not a zarr v3 group)."""
+    return _require_group(path, storage_options)
+
+
 def read_attrs(path, *, storage_options=None) -> dict:
     """The raw ``attrs['depthtraj']`` mapping of a store (no validation)."""
     g = _require_group(path, storage_options)

@@ -24,6 +24,7 @@ from .core.cells import cell_labels, compute_together
 from .core.data import ExcludedQuestionsWarning, open_for_analysis, score_of
 from .core.grid import Grid, format_depths, native_grid, parse_grid, quarter_depths, resolve_endpoint
 from .core.results import PassResult
+from .core.tables import to_dataframe
 from .engine import finish_pass, store_pass
 from .geometry import (
     BOUNDS,
@@ -46,6 +47,7 @@ from .geometry.section import pass_estimates
 compat.install()
 
 __all__ = [
+    "to_dataframe",
     "BOUNDS",
     "DEPTH_METHODS",
     "INCREMENTS",

@@ -8,7 +8,8 @@ import numpy as np
 
 from ... import layout as L
 from ..core.cells import group_add
-from ..engine import Contribution, PassPart, Plan, TableSpec, columns_of, register
+from ..engine import Contribution, FigureSpec, PassPart, Plan, TableSpec, columns_of, register
+from . import figures as F5
 from . import tables as T5
 from .energy import (
     attenuation_kernel,
@@ -201,9 +202,29 @@ def _marginal(ctx):
 register(
     ENERGY_PART,
     MARGINAL_PART,
-    TableSpec("energy_shares", 5, _energy_shares, ("energy",)),
-    TableSpec("energy", 5, _windowed(T5.energy_table), ("energy",)),
-    TableSpec("weighting", 5, _windowed(T5.weighting_table), ("energy",)),
-    TableSpec("depth_prediction", 5, _windowed(T5.depth_prediction_table), ("energy",)),
-    TableSpec("marginal", 5, _marginal, ("marginal",)),
+    TableSpec("energy_shares", 5, _energy_shares, ("energy",),
+              caption="Mean energies Q, E_M, E_κ, E_× per adjacent interval (nats²) and their signed shares "
+                      "Σ X / Σ E (%, pd:eq:signed-components), the data of pd:fig:mass."),
+    TableSpec("energy", 5, _windowed(T5.energy_table), ("energy",), label="pd:tab:energy",
+              caption="Absolute energies (nats²) and relative allocation in the early and late windows; ΔD "
+                      "columns are late-minus-early changes (pp) with 95 % whole-question intervals."),
+    TableSpec("weighting", 5, _windowed(T5.weighting_table), ("energy",), label="pd:app:tab:weighting",
+              caption="Pooled and equal-question changes in contrast share (pp), with the same whole-question "
+                      "resamples for every condition."),
+    TableSpec("depth_prediction", 5, _windowed(T5.depth_prediction_table), ("energy",),
+              label="pd:app:tab:depth-prediction",
+              caption="Fixed early–late comparisons: late-minus-early differences with 95 % intervals; D is an "
+                      "energy share, 𝓔_M a relative squared error."),
+    TableSpec("marginal", 5, _marginal, ("marginal",), label="pd:app:tab:marginal",
+              caption="Adjacent-increment common energy Ξ (%, pd:app:eq:xi) and its marginal reference; observed "
+                      "intervals are 95 % whole-question intervals, reference entries conditional permutation means."),
+)
+
+register(
+    FigureSpec("energy", 5, "pd:fig:mass",
+               "Energy allocation within updates at every adjacent depth under label scoring. Left: mean "
+               "energies Q, E_M, E_κ on a logarithmic scale; right: each component's signed share of the total "
+               "energy, positive and negative contributions displayed separately (the signed interaction E_× "
+               "appears here). The paper draws Huginn as pd:fig:mass and Ouro as pd:app:fig:ouro-energy.",
+               F5.energy_figure, ("energy_shares",), aliases=("pd:app:fig:ouro-energy",)),
 )

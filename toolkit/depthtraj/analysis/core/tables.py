@@ -49,6 +49,9 @@ __all__ = [
     "lazy_cell_rows",
     "render_csv",
     "render_rich",
+    "TIDY_COLUMNS",
+    "tidy_rows",
+    "to_dataframe",
     "stat_rows",
     "table_csv",
     "triple_rows",
@@ -106,6 +109,13 @@ class Table:
     def keys(self) -> list[str]:
         return [k for c in self.columns for k in c.keys()]
 
+    def to_dataframe(self):
+        """The rows as a wide ``pandas.DataFrame``: one row per table row, one column per key
+        (``X``, ``X_lo``, ``X_hi`` for interval columns), as the table's CSV."""
+        import pandas as pd
+
+        return pd.DataFrame([{k: _json_value(r.get(k)) for k in self.keys()} for r in self.rows], columns=self.keys())
+
     def to_json(self) -> dict:
         return {
             "name": self.name,
@@ -136,6 +146,10 @@ class Analysis:
     readout: str = "F1"
     selection: dict[str, list[str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+
+    def to_dataframe(self):
+        """Every estimate of this analysis in long format (:func:`to_dataframe`)."""
+        return to_dataframe([self])
 
     def to_json(self) -> dict:
         return {
@@ -220,6 +234,22 @@ def estimate_table(name: str, title: str, est, columns: list[Column], *, store: 
 # ----------------------------------------------------------------------------------------------
 # renderers
 # ----------------------------------------------------------------------------------------------
+#: Units whose values are counts: printed without decimals when integral (an average over
+#: arrangements can make a count fractional, e.g. 6.25 correct questions).
+COUNT_UNITS = ("questions", "pairs", "increments", "count")
+
+
+def is_count(c: Column) -> bool:
+    """Whether column ``c`` holds counts (N, correct questions, pairs, ...)."""
+    return c.kind == "int" or c.unit in COUNT_UNITS or c.key in ("N", "n", "count") or c.key.startswith(("n_", "N_"))
+
+
+def _num(v: float, c: Column) -> str:
+    if is_count(c) and float(v).is_integer():
+        return str(int(v))
+    return f"{float(v):.{c.digits}f}"
+
+
 def _fmt(c: Column, row: dict, *, multiline: bool = True) -> str:
     v = row.get(c.key)
     if v is None:
@@ -232,44 +262,117 @@ def _fmt(c: Column, row: dict, *, multiline: bool = True) -> str:
         return "–"
     if c.kind == "sci":
         return f"{float(v):.{c.digits}e}"
-    s = f"{float(v):.{c.digits}f}"
+    s = _num(v, c)
     lo, hi = row.get(f"{c.key}_lo"), row.get(f"{c.key}_hi")
     if c.interval and lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
         sep = "\n" if multiline else " "
-        s += f"{sep}[{lo:.{c.digits}f},{hi:.{c.digits}f}]"
+        s += f"{sep}[{_num(lo, c)},{_num(hi, c)}]"
     return s
 
 
+def _distinct(rows, key) -> list:
+    out = []
+    for r in rows:
+        v = r.get(key)
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def constant_columns(table: Table) -> list[Column]:
+    """The key columns of ``table`` with one value over all rows (shown in the title)."""
+    return [c for c in table.columns if c.group == "key" and len(_distinct(table.rows, c.key)) <= 1 and table.rows]
+
+
+def covered_keys(table: Table, others: Sequence[Table]) -> set[str]:
+    """The value columns of ``table`` that another table of the same analysis shows too (that
+    table's value columns all being columns of ``table``): the terminal prints them once."""
+    mine = {c.key for c in table.columns if c.group != "key"}
+    out: set[str] = set()
+    for o in others:
+        if o is table or o.name == table.name:
+            continue
+        theirs = {c.key for c in o.columns if c.group != "key"}
+        if theirs and theirs < mine:
+            out |= theirs
+    return out
+
+
+def _width(c: Column, rows: Sequence[dict]) -> int:
+    cells = [_fmt(c, r) for r in rows]
+    longest = max((len(line) for cell in cells for line in cell.split("\n")), default=0)
+    return max(longest, len(c.header), 1) + 3  # rich pads one space each side, plus a border
+
+
+def _chunks(keys: list[Column], cols: list[Column], rows: Sequence[dict], width: int) -> list[list[Column]]:
+    """``cols`` split so that key columns + each chunk fit ``width`` terminal columns."""
+    room = max(width - sum(_width(c, rows) for c in keys) - 1, 12)
+    out: list[list[Column]] = [[]]
+    used = 0
+    for c in cols:
+        w = _width(c, rows)
+        if out[-1] and used + w > room:
+            out.append([])
+            used = 0
+        out[-1].append(c)
+        used += w
+    return [c for c in out if c]
+
+
 def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequence[Table] = ()) -> None:
-    """Print every table with rich, split into its column groups (key columns repeated)."""
+    """Print every table with rich, readable in the terminal's width (100 columns or more):
+
+    * key columns constant over a table (model, readout, T, N, grid, ...) go to its title;
+    * a value column another table of the same analysis shows (``levels`` inside
+      ``depth_area``) is printed once;
+    * a table wider than the terminal is split into column chunks, the varying key columns
+      repeated, never truncated; counts print as integers.
+    """
+    import os
+
     from rich.console import Console
     from rich.rule import Rule
     from rich.table import Table as RichTable
 
     probe = Console(file=file)
-    console = Console(file=file, width=None if probe.is_terminal else 200, highlight=False)
+    width = probe.width if probe.is_terminal else int(os.environ.get("COLUMNS", 0) or 200)
+    console = Console(file=file, width=width, highlight=False)
     sections = [(Rule(
-        f"{an.store} · {an.model} · T={an.endpoint} · grid {an.grid.name} "
+        f"{an.model} · {an.readout} · T={an.endpoint} · grid {an.grid.name} "
         f"{{{format_depths(an.grid.depths)}}} · N={an.n_questions} · A={an.arrangements}"
-    ), list(an.tables.values())) for an in analyses]
+    ), f"store {an.store}", list(an.tables.values())) for an in analyses]
     if comparisons:
-        sections.append((Rule("comparisons"), list(comparisons)))
-    for rule, tables in sections:
+        sections.append((Rule("comparisons"), "", list(comparisons)))
+    for rule, where, tables in sections:
         console.print(rule)
+        if where:
+            console.print(where, overflow="fold", style="dim")
         for table in tables:
-            if not table.rich:
+            if not table.rich or not table.rows:
                 continue
-            keys = [c for c in table.columns if c.group == "key" and c.show]
+            const = constant_columns(table)
+            const_keys = {c.key for c in const}
+            covered = covered_keys(table, tables)
+            fixed = ", ".join(f"{c.header} {_fmt(c, table.rows[0])}" for c in const
+                              if c.key not in ("store", "grid_depths") and table.rows[0].get(c.key) not in (None, ""))
+            keys = [c for c in table.columns if c.group == "key" and c.show and c.key not in const_keys]
             for group, subtitle in (table.groups or {"value": ""}).items():
-                cols = [c for c in table.columns if c.group == group and c.show]
-                rt = RichTable(title=f"{table.title}\n{subtitle}".rstrip(), title_justify="left", show_lines=any(c.interval for c in cols))
-                for c in keys:
-                    rt.add_column(c.header, no_wrap=True)
-                for c in cols:
-                    rt.add_column(c.header, justify="right")
-                for row in table.rows:
-                    rt.add_row(*[_fmt(c, row) for c in keys + cols])
-                console.print(rt)
+                cols = [c for c in table.columns if c.group == group and c.show and c.key not in covered]
+                if not cols:
+                    continue
+                chunks = _chunks(keys, cols, table.rows, width)
+                for i, chunk in enumerate(chunks):
+                    part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
+                    title = f"{table.title}{part}\n{fixed}" + (f"\n{subtitle}" if subtitle else "")
+                    rt = RichTable(title=title.rstrip(), title_justify="left",
+                                   show_lines=any(c.interval for c in chunk))
+                    for c in keys:
+                        rt.add_column(c.header, no_wrap=True, min_width=_width(c, table.rows) - 3)
+                    for c in chunk:
+                        rt.add_column(c.header, justify="right", no_wrap=True, min_width=_width(c, table.rows) - 3)
+                    for row in table.rows:
+                        rt.add_row(*[_fmt(c, row) for c in keys + chunk])
+                    console.print(rt)
 
 
 def _csv_value(v) -> str:
@@ -300,13 +403,67 @@ def _by_name(analyses: Sequence[Analysis], comparisons: Sequence[Table] = ()) ->
     return out
 
 
+#: Columns of the tidy long CSV (``analyze -f csv``) and of :func:`to_dataframe`.
+TIDY_COLUMNS = ("table", "store", "model", "readout", "grid", "T", "cell", "precision", "keys",
+                "quantity", "unit", "estimate", "lo", "hi")
+
+
+def tidy_rows(analyses: Sequence[Analysis], comparisons: Sequence[Table] = ()) -> list[dict[str, Any]]:
+    """Every estimate of every table as one long-format row: ``table``, the analysis's store,
+    model, readout, grid and T, the row's ``cell`` (task, subject or K) and ``precision``,
+    ``keys`` (the row's other key columns as ``name=value;...``, e.g. ``depth=4``), then
+    ``quantity`` (the column key), ``unit``, ``estimate``, ``lo``, ``hi`` (interval bounds, empty
+    without a bootstrap). String-valued columns are keys, not quantities."""
+    out: list[dict[str, Any]] = []
+    cell_keys = ("task", "subject", "K")
+    own = {"store", "model", "readout", "grid", "grid_depths", "T", "precision", *cell_keys}
+
+    def emit(t: Table, base: dict):
+        keys = [c for c in t.columns if c.group == "key" or c.kind == "str"]
+        values = [c for c in t.columns if c not in keys]
+        for r in t.rows:
+            extra = ";".join(f"{c.key}={r.get(c.key)}" for c in keys
+                             if c.key not in own and r.get(c.key) is not None)
+            head = {**base, "table": t.name,
+                    "store": base.get("store") or r.get("store", ""), "model": base.get("model") or r.get("model", ""),
+                    "readout": base.get("readout") or r.get("readout", ""),
+                    "grid": base.get("grid") or r.get("grid", ""), "T": r.get("T", base.get("T")),
+                    "cell": next((str(r[k]) for k in cell_keys if r.get(k) is not None), ""),
+                    "precision": r.get("precision", ""), "keys": extra}
+            for c in values:
+                v = _json_value(r.get(c.key))
+                if v is None and not c.interval:
+                    continue
+                out.append({**head, "quantity": c.key, "unit": c.unit, "estimate": v,
+                            "lo": _json_value(r.get(f"{c.key}_lo")) if c.interval else None,
+                            "hi": _json_value(r.get(f"{c.key}_hi")) if c.interval else None})
+
+    for an in analyses:
+        base = {"store": an.store, "model": an.model, "readout": an.readout, "grid": an.grid.name, "T": an.endpoint}
+        for t in an.tables.values():
+            emit(t, base)
+    for t in comparisons:
+        emit(t, {})
+    return [{k: row.get(k) for k in TIDY_COLUMNS} for row in out]
+
+
 def render_csv(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequence[Table] = ()) -> None:
-    """Every table kind as a CSV block (all stores and grids), each after a ``# <name>`` line."""
-    for i, (name, tables) in enumerate(_by_name(analyses, comparisons).items()):
-        if i:
-            file.write("\n")
-        file.write(f"# {name}\n")
-        file.write(table_csv(tables))
+    """One tidy long-format CSV of every estimate (:func:`tidy_rows`, header
+    :data:`TIDY_COLUMNS`), which ``pandas.read_csv`` reads as it is."""
+    w = csv.writer(file, lineterminator="\n")
+    w.writerow(TIDY_COLUMNS)
+    for row in tidy_rows(analyses, comparisons):
+        w.writerow(["" if row[k] is None else row[k] for k in TIDY_COLUMNS])
+
+
+def to_dataframe(analyses: Sequence[Analysis] | Analysis, comparisons: Sequence[Table] = ()):
+    """The estimates of ``analyses`` (and cross-store ``comparisons``) as one long-format
+    ``pandas.DataFrame`` with the columns :data:`TIDY_COLUMNS` (the ``analyze -f csv`` output)."""
+    import pandas as pd
+
+    if isinstance(analyses, Analysis):
+        analyses = [analyses]
+    return pd.DataFrame(tidy_rows(analyses, comparisons), columns=list(TIDY_COLUMNS))
 
 
 def json_document(analyses: Sequence[Analysis], *, draws: int, seed: int, level: float = 0.95,

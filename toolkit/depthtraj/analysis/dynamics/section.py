@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.chunks import compiled_args
-from ..engine import Contribution, PassPart, Plan, TableSpec, columns_of, register
+from ..engine import Contribution, FigureSpec, PassPart, Plan, TableSpec, columns_of, register
+from . import figures as F4
 from . import kernels as kd
 from . import tables as T4
 from .increments import RHO_BINS, permutation_summaries
@@ -103,9 +104,28 @@ def _with_labels(build):
 
 register(
     DYNAMICS_PART,
-    TableSpec("permutation", 4, _permutation, ("dynamics",)),
-    TableSpec("tau", 4, _two_depths(T4.tau_table), ("dynamics",)),
-    TableSpec("rho", 4, _two_depths(T4.rho_table), ("dynamics",)),
-    TableSpec("accuracy", 4, _with_labels(T4.accuracy_table), ("dynamics",)),
-    TableSpec("transitions", 4, _with_labels(T4.transitions_table), ("dynamics",)),
+    TableSpec("permutation", 4, _permutation, ("dynamics",), label="pd:app:tab:permutation",
+              caption="Actual preservation versus the exact coordinate-permutation reference, averaged over the "
+                      "candidate depths within each question, then over questions; differences in pp."),
+    TableSpec("tau", 4, _two_depths(T4.tau_table), ("dynamics",),
+              caption="Translation-removable share τ of the adjacent updates (%, pd:eq:tau), a raw-radius-weighted "
+                      "ratio of sums, with the mean retained radius ρ = B_q / B_raw and the exact zero-span count."),
+    TableSpec("rho", 4, _two_depths(T4.rho_table), ("dynamics",),
+              caption="Distribution of the retained radius ρ = B_q / B_raw over nonzero adjacent updates, on the "
+                      "0.01 grid (counts)."),
+    TableSpec("accuracy", 4, _with_labels(T4.accuracy_table), ("dynamics",), label="pd:app:tab:text-accuracy",
+              caption="Endpoint accuracy A_T (%) and the disagreement ε of sampled intermediate answers with their "
+                      "own endpoint (%, pd:eq:format-summaries), with 95 % whole-question intervals."),
+    TableSpec("transitions", 4, _with_labels(T4.transitions_table), ("dynamics",), label="pd:app:tab:transitions",
+              caption="Answer transitions from depth t to the endpoint T: W→C, C→W, W→W′ (a different wrong "
+                      "answer), C=C and W=W counts, the accuracy A_t (%), its change to A_T (pp) and the "
+                      "disagreement with the endpoint (%)."),
+)
+
+register(
+    FigureSpec("prediction", 4, "pd:fig:prediction",
+               "Prediction trajectories: at each depth t, the disagreement with the trajectory's own depth-T "
+               "winner and the accuracy A_t, with pointwise 95 % whole-question intervals (shaded); label (F1) "
+               "and answer-text (F2) stores of one model and task are drawn together.",
+               F4.prediction_figure, ("transitions",)),
 )

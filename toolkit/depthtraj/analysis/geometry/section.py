@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.bootstrap import interval
-from ..engine import Contribution, PassPart, Plan, TableSpec, columns_of, register
+from ..engine import Contribution, FigureSpec, PassPart, Plan, TableSpec, columns_of, register
+from . import figures as F3
 from . import kernels as kern
 from . import tables as T3
 from .aggregate import INCREMENTS, ladder_totals_cells
@@ -166,10 +167,48 @@ def _margin_ladder(ctx):
     return T3.margin_ladder_table(cells, **ctx.kw)
 
 
+_CAPTIONS = {
+    "levels": "Normalised depth areas W_j = 1 − E[D_j]/T (%) on the candidate grid; raw, mean-centred, "
+              "quotient, directed and reserve criteria.",
+    "direction": "Paired increases in depth area (pp) from translation (W_q − W_raw), direction "
+                 "(W_dir − W_q) and competitor pairing (W_res − W_dir).",
+    "centers": "The quotient against conventional centres: W_q − W_mean, W_q − W_LSE and W_q − W_env (pp).",
+    "text_geometry": "Winner-aware geometry under answer-text scoring: direction, competitor pairing and "
+                     "reserve over quotient (pp).",
+}
+
+
 register(
     GEOMETRY_PART,
-    TableSpec("depth_area", 3, _depth_area, ("geometry",), per_grid=True),
-    *(TableSpec(name, 3, _paper_area(name), ("geometry",), per_grid=True) for name in T3.PAPER_AREA_TABLES),
-    TableSpec("gains", 3, _gains, ("geometry",), per_grid=True),
-    TableSpec("margin_ladder", 3, _margin_ladder, ("geometry",), per_grid=True),
+    TableSpec("depth_area", 3, _depth_area, ("geometry",), per_grid=True,
+              caption="Every depth area W_j (%), the fraction qualifying before the endpoint Pr(D_j < T) (%), "
+                      "and the paired increments between criteria (pp)."),
+    *(TableSpec(name, 3, _paper_area(name), ("geometry",), per_grid=True, label=T3.PAPER_AREA_TABLES[name][0],
+                caption=_CAPTIONS[name]) for name in T3.PAPER_AREA_TABLES),
+    TableSpec("gains", 3, _gains, ("geometry",), per_grid=True,
+              caption="Earliest-depth distributions F_j(d) (%) and the gain profiles G_tr(d) = F_q − F_raw, "
+                      "G_dp(d) = F_res − F_q (pp) at each candidate depth (arxiv:eq:depth-gains)."),
+    TableSpec("margin_ladder", 3, _margin_ladder, ("geometry",), per_grid=True,
+              caption="Margin ladder: mean raw margin, quotient radius, directed bound and reserve (nats) at "
+                      "each candidate depth (pd:eq:ladder)."),
+)
+
+register(
+    FigureSpec("text_geometry", 3, "pd:fig:text-geometry",
+               "Direction and competitor pairing beyond translation under answer-text scoring. Left: raw "
+               "depth area and the three increments of r3:eq:depth-components stacked on it; black marks: the "
+               "mean and LSE references. Right: the combined direction and pairing contribution W_res − W_q "
+               "with 95 % whole-question intervals.", F3.text_geometry_figure, ("depth_area",)),
+    FigureSpec("text_cdf", 3, "pd:app:fig:text-cdf",
+               "Earliest-depth distributions F_j(d) under answer-text scoring on the native candidate grid, "
+               "including the shared terminal fallback at T.", F3.text_cdf_figure, ("gains",)),
+    FigureSpec("label_increments", 3, "pd:app:fig:label-increments",
+               "Direction and competitor pairing under label scoring: the increments of "
+               "r3:eq:depth-components with paired 95 % whole-question intervals.",
+               F3.label_increments_figure, ("direction",)),
+    FigureSpec("ladder", 3, "pd:fig:ladder",
+               "Where the geometric gains arise under label scoring: at each preterminal native depth d, blue "
+               "is the additional fraction qualifying after translation removal G_tr(d), green adds direction "
+               "and pairing G_dp(d); the stacked height is the reserve-over-raw gain (pp).",
+               F3.ladder_figure, ("gains",), aliases=("pd:app:fig:arc-cdf",)),
 )

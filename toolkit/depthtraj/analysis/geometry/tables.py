@@ -39,7 +39,7 @@ _INC_HEADERS = {
 }
 
 
-_BEFORE = ("raw", "q", "res")
+_BEFORE = ("raw", "mean", "LSE", "env", "q", "dir", "res")
 
 
 def depth_area_columns() -> list[Column]:

@@ -4,7 +4,8 @@ comparisons across readouts (``pd:tab:format``, ``pd:app:tab:text-variants``).""
 
 from __future__ import annotations
 
-from ..engine import ComparisonSpec, Contribution, PassPart, Plan, TableSpec, columns_of, register
+from ..engine import ComparisonSpec, Contribution, FigureSpec, PassPart, Plan, TableSpec, columns_of, register
+from . import figures as F6
 from . import tables as T6
 from .scale import DEFAULT_ALPHAS, check_alphas, centre_residual_kernel
 
@@ -126,6 +127,31 @@ def _format(jobs, analyses, *, grids, endpoints, by, draws, seed, level, **_):
     return out, notes
 
 
+def _format_conditioned(jobs, analyses, *, grids, endpoints, by, draws, seed, level, **_):
+    """§6 endpoint-conditioned comparisons: every further store against the first (as
+    :func:`_format`), W_q − W_raw on each format's own correct-endpoint subset and ΔA."""
+    from ..core.data import model_name
+    from ..core.inputs import readout_info
+    from .variants import format_conditioned_table, shared_questions
+
+    firsts = {}
+    for path, ds, parsed in jobs:
+        if path not in firsts or ds.attrs.get("normalization") in (None, "char"):
+            firsts[path] = ds
+    stores = list(firsts.items())
+    out = []
+    for path, ds in stores[1:]:
+        ref_path, ref = stores[0]
+        if not shared_questions(ref, ds):
+            continue  # said once by the format comparison
+        info = (readout_info(ref), readout_info(ds))
+        out.append(format_conditioned_table(
+            ref, ds, names=(ref_path, path), models=(model_name(ref), model_name(ds)),
+            readouts=tuple(i["label"] for i in info), grid=grids[0], endpoint=endpoints[0], by=by,
+            draws=draws, seed=seed, level=level))
+    return out, []
+
+
 def _text_variants(jobs, analyses, *, norms, text, **_):
     """``pd:app:tab:text-variants``: W (§3) beside τ and accuracy (§4) per normalisation."""
     from .variants import text_variants_table
@@ -137,11 +163,42 @@ def _text_variants(jobs, analyses, *, norms, text, **_):
 
 register(
     SCALE_PART,
-    TableSpec("scale", 6, _scale, ("scale",)),
-    TableSpec("tokens", 6, _tokens, ()),
-    TableSpec("vocabulary", 6, _vocabulary, ()),
-    TableSpec("scale_check", 6, _scale_check, ()),
-    TableSpec("precision", 6, _precision, ("dynamics",)),
-    ComparisonSpec("format", frozenset({4}), _format),
-    ComparisonSpec("text_variants", frozenset({3, 4}), _text_variants),
+    TableSpec("scale", 6, _scale, ("scale",),
+              caption="Score scale and centring (pd:app:scale): the centre residual under uniform rescaling α·s "
+                      "of the scores."),
+    TableSpec("tokens", 6, _tokens, (),
+              caption="Token composition of answer-text increments: first-token, later-token and cross "
+                      "contributions to the common energy K(u+v)² (%)."),
+    TableSpec("vocabulary", 6, _vocabulary, (),
+              caption="Vocabulary invariance with the stored log-sum-exp (pd:eq:vocabulary-invariance): the "
+                      "largest contrast gap between candidate and vocabulary increments."),
+    TableSpec("scale_check", 6, _scale_check, (),
+              caption="Every homogeneous statistic recomputed on α·s (pd:app:scale)."),
+    TableSpec("precision", 6, _precision, ("dynamics",), label="pd:app:tab:precision",
+              caption="Adjacent-increment radius reduction τ (%) per precision arm with 95 % intervals, its paired "
+                      "change against the first arm (pp), and the exact zero-span nonzero-raw increments."),
+    ComparisonSpec("format", frozenset({4}), _format, label="pd:tab:format",
+                   caption="Same-question prediction and geometry under label (F1) and answer-text (F2) scoring: "
+                           "correct endpoints, disagreement with the endpoint and the depth areas W (%).",
+                   needs="needs a label store (F1) and an answer-text store (F2) of the same model and questions"),
+    ComparisonSpec("format_conditioned", frozenset({3, 4}), _format_conditioned,
+                   label="pd:app:tab:format-conditioned",
+                   caption="Endpoint-conditioned comparisons (§6): the quotient-over-raw increment W_q − W_raw "
+                           "(pp) on each format's own correct-endpoint subset, with n, and the paired "
+                           "accuracy difference between the formats with the questions correct in both.",
+                   needs="needs two stores of the same questions (e.g. label F1 and answer-text F2)"),
+    ComparisonSpec("text_variants", frozenset({3, 4}), _text_variants, label="pd:app:tab:text-variants",
+                   caption="Every scoring variant on the same questions: correct endpoints, τ (%) and "
+                           "ΔW = W_q − W_raw (pp) on two grids, with 95 % paired intervals.",
+                   needs="needs an answer-text store (its sum, token and char normalisations) and a label "
+                         "store of the same questions"),
+)
+
+register(
+    FigureSpec("precision", 6, "pd:fig:precision",
+               "Exact plateaus and precision: (a) the distribution of ρ = B_q / B_raw over nonzero adjacent "
+               "increments per arm on the 0.01 grid, the atom at zero marking exact translations; (c) the "
+               "paired change in raw-radius-weighted 100τ against the first arm with 95 % whole-question "
+               "intervals. The paper draws MMLU as pd:fig:precision and ARC as pd:app:fig:arc-precision.",
+               F6.precision_figure, ("rho", "precision"), aliases=("pd:app:fig:arc-precision",)),
 )

@@ -1,0 +1,125 @@
+"""``depthtraj info STORE``: a one-screen summary of a trajectory store.
+
+Reads the attributes and the small per-question arrays only (``complete``, ``task``), never the
+scores, so it is quick on a store of millions of questions and over fsspec URLs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["store_info", "info_lines"]
+
+#: Arrays the format defines as optional data variables (spec §3).
+_OPTIONAL = ("logsumexp", "latent_step_norm", "logprob_sum", "logprob_first", "n_tokens", "exit_probability")
+
+
+def _size(path: str, storage_options=None) -> int | None:
+    """Bytes under the store (None when the file system cannot say)."""
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        return int(fs.du(root, total=True))
+    except Exception:  # noqa: BLE001 - a server without listings: the size is unknown, not an error
+        return None
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "unknown (the server lists no files)"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def store_info(path: str, *, storage_options=None) -> dict[str, Any]:
+    """The summary of the store at ``path`` as a JSON-ready dict: format version, model (name,
+    family, revision, adapter), readout (F1/F2/F3, normalisation, prompt template), tasks with
+    their question counts, N complete / total, the recorded depths and endpoint T, precision
+    arms, arrangements, candidates (max K), optional variables present, size on disk, created.
+
+    Raises
+    ------
+    depthtraj.store.StoreError
+        one line: no such path, not a zarr v3 group, no ``depthtraj`` attributes.
+    """
+    import numpy as np
+
+    from .store import StoreError, open_root
+
+    g = open_root(path, storage_options=storage_options)
+    meta = g.attrs.get("depthtraj")
+    if not isinstance(meta, dict):
+        raise StoreError(f"{path}: not a depthtraj store (root attrs have no 'depthtraj' object)")
+    arrays = set(g.array_keys())
+    for need in ("score", "complete", "depth"):
+        if need not in arrays:
+            raise StoreError(f"{path}: not a depthtraj store (no {need!r} array)")
+    complete = np.asarray(g["complete"][...], dtype=bool)
+    tasks: dict[str, list[int]] = {}
+    if "task" in arrays:
+        names = np.array([str(x) for x in np.asarray(g["task"][...]).tolist()], dtype=object)
+        for t in dict.fromkeys(names.tolist()):
+            sel = names == t
+            tasks[t] = [int(complete[sel].sum()), int(sel.sum())]
+    depths = [int(d) for d in np.asarray(g["depth"][...]).tolist()]
+    shape = dict(zip(("question", "depth", "candidate", "arrangement", "precision"), g["score"].shape))
+    model = meta.get("model", {}) if isinstance(meta.get("model"), dict) else {}
+    readout = meta.get("readout", {}) if isinstance(meta.get("readout"), dict) else {}
+    kind = readout.get("kind", "label")
+    label = "F1" if kind == "label" else ("F3" if readout.get("options_displayed", True) else "F2")
+    arms = [a.get("name") if isinstance(a, dict) else str(a) for a in meta.get("precision", [])]
+    return {
+        "store": str(path),
+        "format_version": meta.get("format_version"),
+        "model": {"name": model.get("name"), "family": model.get("family"), "revision": model.get("revision"),
+                  "adapter": model.get("adapter")},
+        "readout": {"label": label, "kind": kind, "options_displayed": readout.get("options_displayed"),
+                    "normalization": readout.get("normalization"),
+                    "prompt_template": (readout.get("prompt_template") or {}).get("id")},
+        "tasks": {t: {"complete": c, "total": n} for t, (c, n) in tasks.items()},
+        "n_complete": int(complete.sum()), "n_total": int(complete.size),
+        "depths": depths, "endpoint": meta.get("endpoint", depths[-1] if depths else None),
+        "precision": arms, "arrangements": int(shape.get("arrangement", 1)),
+        "max_candidates": int(shape.get("candidate", 0)),
+        "optional": [v for v in _OPTIONAL if v in arrays],
+        "size_bytes": _size(str(path), storage_options),
+        "created": meta.get("created"), "device": meta.get("device"),
+    }
+
+
+def _depth_text(depths: list[int]) -> str:
+    if len(depths) > 2 and depths == list(range(depths[0], depths[-1] + 1)):
+        return f"{depths[0]}..{depths[-1]}"
+    return ",".join(str(d) for d in depths)
+
+
+def info_lines(info: dict[str, Any]) -> list[str]:
+    """The summary as aligned ``key  value`` lines (one screen)."""
+    m, r = info["model"], info["readout"]
+    adapter = m.get("adapter") or {}
+    norm = f", normalisation {r['normalization']}" if r["kind"] == "text" else ""
+    rows = [
+        ("store", info["store"]),
+        ("format", str(info["format_version"])),
+        ("model", f"{m['name']} (family {m['family']}, revision {m['revision']}"
+                  + (f", adapter {adapter.get('name')} {adapter.get('version')})" if adapter else ")")),
+        ("readout", f"{r['label']} ({r['kind']}, options {'shown' if r['options_displayed'] else 'hidden'}{norm}; "
+                    f"template {r['prompt_template']})"),
+        ("questions", f"{info['n_complete']} complete of {info['n_total']}"
+                      + ("" if info["n_complete"] == info["n_total"] else
+                         f" ({info['n_total'] - info['n_complete']} incomplete: excluded by analyses)")),
+        ("tasks", ", ".join(f"{t} {v['complete']}/{v['total']}" for t, v in info["tasks"].items()) or "none recorded"),
+        ("depths", f"{_depth_text(info['depths'])} (T = {info['endpoint']})"),
+        ("precision", ", ".join(info["precision"])),
+        ("arrangements", str(info["arrangements"])),
+        ("candidates", f"up to {info['max_candidates']}"),
+        ("optional", ", ".join(info["optional"]) or "none"),
+        ("size", _human(info["size_bytes"])),
+        ("created", f"{info['created']} on {info['device']}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return [f"{k:<{width}}  {v}" for k, v in rows]
