@@ -126,7 +126,8 @@ def test_help_has_real_metavars():
     for mv in ("--grid GRID", "--endpoint T", "--bootstrap DRAWS", "--select KEY=VALUE", "-f, --format table|csv|json",
                "--out DIR"):
         assert mv in text, mv
-    assert "<list[str]>" not in text.split("Options:")[1] and "<int>" not in text and "<str>" not in text
+    assert "<list[str]>" not in text and "<int>" not in text and "<str>" not in text
+    assert "{STORE}..." in text and "STORE  One or more store paths" in text
     flat = " ".join(text.split())
     assert "the figures (PNG)" in flat and "`depthtraj report`" in flat
     root = CliRunner().invoke(app, ["--help"]).output

@@ -21,6 +21,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+class _Command(typer.core.TyperCommand):
+    """A command whose help shows an argument's metavar only (typer prints the Python type of a
+    list argument, ``<list[str]>``, beside it)."""
+
+    def get_help(self, ctx) -> str:
+        return super().get_help(ctx).replace(" <list[str]>", "").replace(" <str>", "")
+
+
 schema_app = typer.Typer(help="The JSON Schema of the store attributes.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 
@@ -80,7 +88,7 @@ def validate(
     raise typer.Exit(run_validate(store, level=level, fmt=format, strict=strict))
 
 
-@app.command()
+@app.command(cls=_Command)
 def info(
     store: Annotated[str, typer.Argument(metavar="STORE", help="A store path or fsspec URL.")],
     format: Annotated[str, typer.Option("--format", "-f", metavar="text|json", help="A summary for people, or JSON.")] = "text",
@@ -105,7 +113,7 @@ def info(
 
 
 # The analysis options, shared by ``analyze`` and ``report`` (real metavars in --help).
-StoresArg = Annotated[list[str], typer.Argument(metavar="STORE...", help="One or more store paths or fsspec URLs.")]
+StoresArg = Annotated[list[str], typer.Argument(metavar="STORE", help="One or more store paths or fsspec URLs.")]
 GridOpt = Annotated[
     list[str],
     typer.Option(metavar="GRID", help="Candidate depths: quarter | native | a list '8,16,24' | a range '4:31'. Repeatable."),
@@ -158,7 +166,7 @@ AllowDefectsOpt = Annotated[
 ]
 
 
-@app.command()
+@app.command(cls=_Command)
 def analyze(
     stores: StoresArg,
     grid: GridOpt = ["quarter", "native"],
@@ -198,7 +206,7 @@ def analyze(
     )
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
     stores: StoresArg,
     out: Annotated[Path, typer.Option(metavar="DIR", help="The report directory to write (report.html, report.md, "
