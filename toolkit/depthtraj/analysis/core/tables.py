@@ -371,6 +371,8 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequenc
                     for c in chunk:
                         rt.add_column(c.header, justify="right", no_wrap=True, min_width=_width(c, table.rows) - 3)
                     for row in table.rows:
+                        if all(row.get(c.key) is None for c in chunk):
+                            continue  # e.g. a difference row in the per-format group
                         rt.add_row(*[_fmt(c, row) for c in keys + chunk])
                     console.print(rt)
 
