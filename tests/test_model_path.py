@@ -161,7 +161,9 @@ def test_hub_id_offline_fails_without_touching_the_network(checkpoints, hub_cach
         check_model("tomg-group-umd/huginn-0125")
     assert str(exc.value) == message
     r = _collect("tomg-group-umd/huginn-0125", checkpoints / "out.zarr")
-    assert r.exit_code == 2 and r.stderr == f"depthtraj: error: {message}\n"
+    # collect loads the paper's pinned revision of this hub id, and says so in the same line
+    pin = " [the adapter's pinned revision; --revision to choose another]"
+    assert r.exit_code == 2 and r.stderr == f"depthtraj: error: {message}{pin}\n"
     assert not (checkpoints / "out.zarr").exists()
 
 
@@ -269,3 +271,81 @@ def test_a_wrong_model_fails_before_any_heavy_import(checkpoints, model):
     assert r.returncode == 2 and r.stderr.startswith(f"depthtraj: error: --model {model}: no such directory"), r.stderr
     assert r.stdout.strip() == "[]"
     assert not (checkpoints / "out.zarr").exists()
+
+
+# ------------------------------------------------------------------ pinned revisions (issue 17 §2)
+def test_a_local_checkpoint_has_a_content_hash(checkpoints):
+    from depthtraj.adapter import checkpoint_hash, revision_matches
+
+    d = checkpoints / "depthtraj-demo" / "tiny-huginn"
+    h = checkpoint_hash(d)
+    assert h.startswith("sha256:") and len(h) == 7 + 64 and checkpoint_hash(d) == h
+    (d / "__pycache__").mkdir()
+    (d / "__pycache__" / "x.py").write_text("cache")  # caches are not the checkpoint
+    assert checkpoint_hash(d) == h
+    (d / "model.safetensors").write_bytes(b"\0")  # other weights: another identity
+    assert checkpoint_hash(d) != h
+    assert revision_matches(h[:19], h) and revision_matches(h[7:19], h) and not revision_matches("abc", h)
+
+
+def test_a_local_checkpoint_at_another_revision_is_refused_before_loading(checkpoints, no_network):
+    d = "depthtraj-demo/tiny-huginn"
+    from depthtraj.adapter import checkpoint_hash
+
+    h = checkpoint_hash(Path(d))
+    assert check_model(d, revision=h[:16]) == d
+    with pytest.raises(CollectError, match=r"^--model depthtraj-demo/tiny-huginn: --revision deadbeef0 was asked for, "
+                                           r"but the directory's content hash is sha256:"):
+        check_model(d, revision="deadbeef0")
+
+
+def test_a_revision_selects_its_cached_snapshot(checkpoints, hub_cache, no_network, monkeypatch):
+    snap = hub_cache("org/tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert check_model("org/tiny", revision=SNAPSHOT[:12]) == str(snap)
+    assert check_model("org/tiny", revision=SNAPSHOT) == str(snap)
+    with pytest.raises(CollectError, match=r"^--model org/tiny: revision bb6621b65e90 is not in the local Hugging "
+                                           r"Face cache \(cached: 0123456789ab\) while the hub is offline"):
+        check_model("org/tiny", revision="bb6621b65e90")
+
+
+def test_the_papers_pins_are_the_defaults(checkpoints, hub_cache, no_network, monkeypatch):
+    from depthtraj_adapters.ouro import OuroAdapter
+    from depthtraj_adapters.raven import HuginnAdapter
+    from depthtraj_adapters.recurrent_llama import RecurrentLlamaAdapter
+
+    assert HuginnAdapter.pinned_revisions == {"tomg-group-umd/huginn-0125": "bb6621b65e90"}
+    assert RecurrentLlamaAdapter.pinned_revisions == {"smcleish/Recurrent-Llama-3.2-train-recurrence-32": "a5f6f126e9d9"}
+    assert OuroAdapter.pinned_revisions == {"ByteDance/Ouro-1.4B": "574fa66cb8bf"}
+    # a cached Huginn at another commit is not what the paper pinned: refused in one line
+    hub_cache("tomg-group-umd/huginn-0125")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    r = _collect("tomg-group-umd/huginn-0125", checkpoints / "x.zarr")
+    assert r.exit_code == 2 and "revision bb6621b65e90 is not in the local Hugging Face cache" in r.output
+    assert "[the adapter's pinned revision; --revision to choose another]" in r.output
+    assert not (checkpoints / "x.zarr").exists()
+
+
+@pytest.mark.models
+def test_collect_records_the_revision_and_refuses_a_mismatch(tiny_huginn, hub_cache, tmp_path, no_network, monkeypatch):
+    """End to end against a hub-layout cache: --revision by prefix loads that snapshot and the
+    store records the full commit; a local directory records its content hash; a loaded
+    checkpoint at another revision is refused (RevisionMismatchError -> one line)."""
+    import zarr
+
+    from depthtraj.adapter import RevisionMismatchError, checkpoint_hash
+    from depthtraj.collect import Source, collect
+    from depthtraj_adapters.raven import HuginnAdapter
+
+    hub_cache("org/tiny-huginn", tiny_huginn)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "pinned.zarr"
+    collect(adapter="huginn", model="org/tiny-huginn", sources=[Source("arc_challenge", ARC, 2)], out=out, depths=2,
+            revision=SNAPSHOT[:10])
+    model = zarr.open_group(out, mode="r").attrs["depthtraj"]["model"]
+    assert (model["name"], model["revision"]) == ("org/tiny-huginn", SNAPSHOT)
+    local = tmp_path / "local.zarr"
+    collect(adapter="huginn", model=str(tiny_huginn), sources=[Source("arc_challenge", ARC, 2)], out=local, depths=2)
+    assert zarr.open_group(local, mode="r").attrs["depthtraj"]["model"]["revision"] == checkpoint_hash(tiny_huginn)
+    with pytest.raises(RevisionMismatchError, match="was asked for, but the checkpoint is at sha256:"):
+        HuginnAdapter.load(tiny_huginn, arms=[], self_check=None, revision="0" * 12)

@@ -98,6 +98,8 @@ class OuroAdapter(LoopedLMAdapter):
 
     name = "ouro"
     family = "ouro"
+    #: the paper's pin (pd:app:tab:checkpoints)
+    pinned_revisions = {"ByteDance/Ouro-1.4B": "574fa66cb8bf"}
     version = "0.1.0"
 
     pad_token_id = 0

@@ -108,6 +108,8 @@ class HuginnAdapter(LoopedLMAdapter):
 
     name = "huginn"
     family = "raven"
+    #: the paper's pin (pd:app:tab:checkpoints); the hub resolves a full hash, the cache a prefix
+    pinned_revisions = {"tomg-group-umd/huginn-0125": "bb6621b65e90"}
     version = "0.2.0"
 
     @classmethod

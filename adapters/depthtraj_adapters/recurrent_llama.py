@@ -128,6 +128,8 @@ class RecurrentLlamaAdapter(LoopedLMAdapter):
 
     name = "recurrent-llama"
     family = "raven"
+    #: the paper's pin of R32 (pd:app:tab:checkpoints)
+    pinned_revisions = {"smcleish/Recurrent-Llama-3.2-train-recurrence-32": "a5f6f126e9d9"}
     version = "0.1.0"
 
     def __init__(self, model: Any, tokenizer: Any, **kwargs: Any) -> None:

@@ -363,4 +363,6 @@ def test_checkpoint_loads_offline_with_upstream_names(tiny_ouro_dir, ouro, monke
     layers = {f"model.layers.{i}.{name}" for i in range(2) for name in UPSTREAM_LAYER_PARAMS}
     assert set(model.state_dict()) == layers | UPSTREAM_TOP_PARAMS
     assert model.lm_head.weight is not model.model.embed_tokens.weight  # untied, as Ouro-1.4B
-    assert ouro.model_name == tiny_ouro_dir.name and ouro.revision == "local"
+    from depthtraj.adapter import checkpoint_hash
+
+    assert ouro.model_name == tiny_ouro_dir.name and ouro.revision == checkpoint_hash(tiny_ouro_dir)  # not "local"

@@ -205,7 +205,9 @@ def test_loads_offline_with_remote_code(tiny_raven_dir, monkeypatch):
 
 def test_adapter_identity(huginn_adapter, tiny_raven_dir):
     assert huginn_adapter.model_name == tiny_raven_dir.name
-    assert huginn_adapter.revision == "local"
+    from depthtraj.adapter import checkpoint_hash
+
+    assert huginn_adapter.revision == checkpoint_hash(tiny_raven_dir)  # a local directory: its content hash
     assert huginn_adapter.weights_dtype == "bfloat16"
 
 

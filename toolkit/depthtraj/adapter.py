@@ -133,6 +133,50 @@ class AdapterSelfCheckError(RuntimeError):
     """
 
 
+class RevisionMismatchError(RuntimeError):
+    """The checkpoint that loaded is not at the revision asked for (one-line message)."""
+
+
+#: Files whose bytes make a local checkpoint's identity: weights, remote code, configs and
+#: tokenizer files (:func:`checkpoint_hash`).
+CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".py", ".json", ".model", ".txt", ".tiktoken")
+
+
+def checkpoint_hash(directory: str | Path) -> str:
+    """``sha256:<64 hex>`` over a checkpoint directory's weights, code, config and tokenizer
+    files (:data:`CHECKPOINT_SUFFIXES`; hidden files and subdirectories' caches such as
+    ``__pycache__`` excluded): each file's path relative to the directory and its bytes, in
+    sorted path order. The revision a store records for a local checkpoint, so two stores say
+    whether they come from the same weights and code.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    import hashlib
+
+    root = Path(directory)
+    h = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in CHECKPOINT_SUFFIXES
+                   and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(root).parts))
+    for p in files:
+        rel = p.relative_to(root).as_posix().encode()
+        h.update(len(rel).to_bytes(8, "little") + rel + p.stat().st_size.to_bytes(8, "little"))
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def revision_matches(asked: str, resolved: str) -> bool:
+    """Whether ``resolved`` (a commit hash or ``sha256:`` content hash) is the revision ``asked``
+    (the same, or ``asked`` a prefix of at least 7 characters, with or without ``sha256:``)."""
+    a, r = asked.strip().lower(), resolved.strip().lower()
+    if a == r:
+        return True
+    a, r = a.removeprefix("sha256:"), r.removeprefix("sha256:")
+    return len(a) >= 7 and r.startswith(a)
+
+
 class TokenizerLoadError(RuntimeError):
     """:meth:`LoopedLMAdapter.load` loaded the model but not its tokenizer (``__cause__``: why)."""
 
@@ -376,6 +420,8 @@ class LoopedLMAdapter(abc.ABC):
     name: ClassVar[str]
     family: ClassVar[str]
     version: ClassVar[str]
+    #: hub id -> the revision ``collect`` loads when no ``--revision`` is given (the paper's pins)
+    pinned_revisions: ClassVar[Mapping[str, str]] = {}
 
     pad_token_id: int = 0
     self_check_report: SelfCheckReport | None = None
@@ -423,6 +469,7 @@ class LoopedLMAdapter(abc.ABC):
         arms: Sequence[PrecisionArm],
         self_check: int | None = 4,
         check_text: bool = True,
+        revision: str | None = None,
     ) -> Self:
         """Load a checkpoint (hub id or directory) with its remote code, prepare ``arms`` and
         check the adapter against the model's own forward.
@@ -435,9 +482,16 @@ class LoopedLMAdapter(abc.ABC):
         the model per dtype the arms compute in. Then runs :meth:`self_check` at depth
         ``self_check`` (``None`` skips it; ``check_text`` adds the packed answer-text probe).
 
+        ``revision`` (a hub branch, tag or commit) is passed to both ``from_pretrained`` calls for
+        a hub id; whatever loaded must then be at that revision (its commit hash, or for a local
+        directory its :func:`checkpoint_hash`, equal to or starting with ``revision``). The
+        adapter's :attr:`revision` is the resolved commit, or the content hash of a local
+        directory.
+
         Raises:
             AdapterSelfCheckError: the adapter's readout is not the model's own forward.
             TokenizerLoadError: the model loaded, its tokenizer did not.
+            RevisionMismatchError: the checkpoint is not at ``revision``.
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -445,16 +499,23 @@ class LoopedLMAdapter(abc.ABC):
         weights = {arm.weights_dtype for arm in arms} or {"bfloat16"}
         if len(weights) != 1:
             raise ValueError(f"all arms must share one weights_dtype, got {sorted(weights)}")
+        local = Path(str(path)).expanduser().is_dir()
+        pin = {"revision": revision} if revision and not local else {}
         model = AutoModelForCausalLM.from_pretrained(
-            path, trust_remote_code=True, **_dtype_kwarg(torch.float32)
+            path, trust_remote_code=True, **pin, **_dtype_kwarg(torch.float32)
         )
         # the checkpoint's code is trusted already (the model's); without the flag transformers
         # asks on stdin whether to run a tokenizer's remote code
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True, **pin)
         except Exception as exc:  # tokenizers and transformers raise many types
             raise TokenizerLoadError(f"the tokenizer of {path} cannot be loaded") from exc
-        model_name, revision = _model_identity(model, path)
+        model_name, resolved = _model_identity(model, path)
+        if resolved == "local" and local:
+            resolved = checkpoint_hash(Path(str(path)).expanduser())
+        if revision and not revision_matches(revision, resolved):
+            raise RevisionMismatchError(f"{path}: revision {revision} was asked for, but the checkpoint is at {resolved}")
+        revision = resolved
         adapter = cls(
             model,
             tokenizer,
@@ -1023,12 +1084,16 @@ def load_adapter_class(name: str) -> type[LoopedLMAdapter]:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "AdapterSelfCheckError",
+    "CHECKPOINT_SUFFIXES",
     "LabelReadout",
     "LoopedLMAdapter",
     "SelfCheckReport",
     "TextReadout",
+    "RevisionMismatchError",
     "TokenizerLoadError",
+    "checkpoint_hash",
     "encode_pair",
+    "revision_matches",
     "available_adapters",
     "load_adapter_class",
     "torch_dtype",

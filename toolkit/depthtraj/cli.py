@@ -320,6 +320,10 @@ def collect(
     options: Annotated[bool, typer.Option("--options", help="Text readout: display the options block (F3); label readouts always do.")] = False,
     arrangements: Annotated[int, typer.Option(help="1: identity order | 4: balanced arrangements (needs displayed options).")] = 1,
     shard: Annotated[Optional[str], typer.Option(help="i/n: collect only chunks c with c mod n = i-1; n processes fill one store.")] = None,
+    revision: Annotated[Optional[str], typer.Option(
+        metavar="REV", help="Checkpoint revision (hub branch, tag or commit; a cached snapshot by a 7+ character prefix; "
+                            "a local directory by its content hash). Default: the adapter's pin for the paper's hub ids. "
+                            "A checkpoint at another revision is refused.")] = None,
 ) -> None:
     """Run a recurrent model over benchmark questions; write a trajectory store (F1, F2 or F3)."""
     from .collect import CollectError, Source, check_readout, parse_shard
@@ -356,6 +360,7 @@ def collect(
                 shard=shard_ij,
                 progress=progress,
                 log=lambda m: typer.echo(m, err=True),
+                revision=revision,
             )
         finally:
             if bars:

@@ -347,6 +347,7 @@ def collect(
     optional: Sequence[str] = ("logsumexp", "latent_step_norm"),
     progress: Callable[[int, int], None] | None = None,
     log: Callable[[str], None] | None = None,
+    revision: str | None = None,
 ) -> CollectSummary:
     """Collect per-depth score trajectories and write a format-v1 store.
 
@@ -380,6 +381,13 @@ def collect(
         added when it provides them.
     progress
         Called with ``(done, total)`` questions after each batch.
+    revision
+        The checkpoint revision to load and record (hub branch, tag or commit hash; a prefix of
+        at least 7 characters selects a cached snapshot; for a local directory, a prefix of its
+        content hash). Default: the adapter's pin for a known hub id
+        (:attr:`~depthtraj.adapter.LoopedLMAdapter.pinned_revisions`), else whatever resolves.
+        A checkpoint at another revision is refused; a local directory records its content hash
+        (:func:`~depthtraj.adapter.checkpoint_hash`) instead of ``local``.
 
     Raises
     ------
@@ -406,7 +414,7 @@ def collect(
             raise CollectError(f"{out}: already exists; pass --resume to continue it, or choose another --out")
         _refuse_shard_rerun(out, shard)
 
-    from .adapter import AdapterSelfCheckError, TokenizerLoadError, load_adapter_class
+    from .adapter import AdapterSelfCheckError, RevisionMismatchError, TokenizerLoadError, load_adapter_class
 
     if isinstance(adapter, type):  # an adapter class itself (e.g. one not installed yet)
         from .adapter import LoopedLMAdapter
@@ -421,15 +429,27 @@ def collect(
             raise CollectError(exc.args[0]) from None
         except Exception as exc:  # noqa: BLE001 - an installed adapter package that fails to import
             raise CollectError(f"adapter {adapter!r} cannot be used ({_first_line(exc)})") from None
-    model = check_model(model, log=log)
+    pins = getattr(adapter_cls, "pinned_revisions", {}) or {}
+    pinned = revision is None and str(model) in pins
+    if pinned:
+        revision = pins[str(model)]
+    try:
+        checked = check_model(model, log=log, revision=revision)
+    except CollectError as exc:
+        if pinned:
+            raise CollectError(f"{exc} [the adapter's pinned revision; --revision to choose another]") from None
+        raise
+    if pinned:
+        log(f"--model {model}: the adapter's pinned revision {revision} (--revision to choose another)")
+    model = checked
     check_models_extra()
     _check_device(device)
     log(f"loading {adapter} model from {model} on {device}")
     try:
         runner = adapter_cls.load(
-            model, device=device, arms=arms, self_check=depths, check_text=readout == "text"
+            model, device=device, arms=arms, self_check=depths, check_text=readout == "text", revision=revision
         )
-    except AdapterSelfCheckError as exc:
+    except (AdapterSelfCheckError, RevisionMismatchError) as exc:
         raise CollectError(str(exc)) from None
     except TokenizerLoadError as exc:
         raise CollectError(f"{model}: cannot load the tokenizer ({_first_line(exc.__cause__)})") from None
@@ -800,17 +820,26 @@ def _hub_cache() -> Path | None:
     return Path(hc.HF_HUB_CACHE)
 
 
-def _cached_snapshot(repo_id: str) -> Path | None:
+def _cached_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
     """The local snapshot directory of hub model ``repo_id`` (the one ``refs/main`` names, else
-    the only one), if it holds a ``config.json``; read from the cache's layout
+    the only one; with ``revision``, the one ``refs/<revision>`` names or the snapshot whose
+    commit starts with it), if it holds a ``config.json``; read from the cache's layout
     (``models--org--name/{refs,snapshots}``) without any network."""
+    from .adapter import revision_matches
+
     cache = _hub_cache()
     if cache is None:
         return None
     folder = cache / ("models--" + repo_id.replace("/", "--"))
     try:
-        ref = (folder / "refs" / "main").read_text().strip() if (folder / "refs" / "main").is_file() else None
-        snaps = [ref] if ref else [d.name for d in (folder / "snapshots").iterdir() if d.is_dir()]
+        if revision is not None:
+            ref_file = folder / "refs" / revision
+            ref = ref_file.read_text().strip() if ref_file.is_file() else None
+            snaps = [ref] if ref else [d.name for d in (folder / "snapshots").iterdir()
+                                       if d.is_dir() and revision_matches(revision, d.name)]
+        else:
+            ref = (folder / "refs" / "main").read_text().strip() if (folder / "refs" / "main").is_file() else None
+            snaps = [ref] if ref else [d.name for d in (folder / "snapshots").iterdir() if d.is_dir()]
     except OSError:
         return None
     if len(snaps) != 1:
@@ -893,7 +922,7 @@ def _check_checkpoint_dir(s: str, p: Path) -> None:
         raise CollectError(f"--model {s}: no tokenizer files in the directory ({', '.join(_TOKENIZER_FILES[:3])}, ...)")
 
 
-def check_model(model: str | Path, *, log: Callable[[str], None] | None = None) -> str:
+def check_model(model: str | Path, *, log: Callable[[str], None] | None = None, revision: str | None = None) -> str:
     """Fail in well under a second on a ``--model`` that cannot be loaded, before anything is
     written and before torch is imported; return what to pass to ``from_pretrained``.
 
@@ -912,6 +941,10 @@ def check_model(model: str | Path, *, log: Callable[[str], None] | None = None) 
     * A hub id not in the cache needs the hub: offline the network is not touched at all and
       the id is refused; else a sub-second TCP probe must reach the hub.
 
+    With ``revision``: a local directory must have that content hash
+    (:func:`~depthtraj.adapter.checkpoint_hash`, a prefix is enough), checked here before any
+    loading; a cached hub model is read from the snapshot of that revision.
+
     Raises
     ------
     CollectError
@@ -927,6 +960,13 @@ def check_model(model: str | Path, *, log: Callable[[str], None] | None = None) 
     p = Path(s).expanduser()
     if p.exists():
         _check_checkpoint_dir(s, p)
+        if revision is not None:
+            from .adapter import checkpoint_hash, revision_matches
+
+            found = checkpoint_hash(p)
+            if not revision_matches(revision, found):
+                raise CollectError(f"--model {s}: --revision {revision} was asked for, but the directory's "
+                                   f"content hash is {found}")
         return s
     parts = s.replace("\\", "/").split("/")
     first = Path(parts[0]).expanduser() if len(parts) > 1 and parts[0] else None
@@ -945,7 +985,17 @@ def check_model(model: str | Path, *, log: Callable[[str], None] | None = None) 
             named = [r for r in _cached_repo_ids() if r.split("/")[-1] == s]
             hint = f" (did you mean the hub id {named[0]}?)" if named else " (a hub id is org/name)"
         raise CollectError(f"--model {s}: no such directory{hint}")
-    snapshot = _cached_snapshot(s)
+    snapshot = _cached_snapshot(s, revision)
+    if snapshot is None and revision is not None and _cached_snapshot(s) is not None:
+        why = hub_unreachable_reason()
+        if why is not None:
+            raise CollectError(f"--model {s}: revision {revision} is not in the local Hugging Face cache "
+                               f"(cached: {_cached_snapshot(s).name[:12]}) while {why}")
+    if snapshot is not None and revision is not None:  # a commit is immutable: read it from the cache
+        _check_checkpoint_dir(f"{s} (the cached snapshot {snapshot})", snapshot)
+        if log:
+            log(f"--model {s}: revision {revision} is cached; loading the snapshot {snapshot.name[:12]} from {snapshot}")
+        return str(snapshot)
     if snapshot is not None:
         why = hub_unreachable_reason()
         if why is None:
