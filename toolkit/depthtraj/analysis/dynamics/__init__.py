@@ -8,7 +8,9 @@
 * :mod:`.correctness`: winners, accuracy A_t, transitions and ε (``r3:eq:correctness``), and
   endpoint agreement between formats.
 
-The store pass computes the same summaries in the §3 sweep (:mod:`..geometry.kernels`).
+The store pass computes the same summaries in the §3 sweep (``geometry.kernels.geometry_pass``),
+through the same lane kernels of :mod:`..geometry.kernels` as :mod:`.kernels` (one implementation
+of each formula).
 """
 
 from .correctness import (

@@ -118,7 +118,7 @@ CELL_STATISTICS: dict[str, tuple[str, ...]] = {
 
 def correctness_kernel(s, K, answer, *, depth_idx, grid_idx, endpoint_idx, used=None) -> dict[str, np.ndarray]:
     """Per-question correctness summaries of one question chunk (compiled:
-    :func:`~depthtraj.analysis.kernels_dynamics.correctness_pass`).
+    :func:`~depthtraj.analysis.dynamics.kernels.correctness_pass`).
 
     Parameters
     ----------

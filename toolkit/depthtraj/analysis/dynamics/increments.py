@@ -41,8 +41,9 @@ Coordinate-permutation reference (``r3:eq:permutation``, ``pd:app:tab:permutatio
 
 Per-question summaries and cells
 --------------------------------
-Each family has a chunk kernel, compiled with numba (:mod:`.kernels_dynamics`), mapping one
-question chunk of ``score`` ``[q, depth, candidate, arrangement, precision]`` to per-question
+Each family has a chunk kernel, compiled with numba (:mod:`.kernels`, built on the lane kernels
+of the store pass's sweep, :mod:`depthtraj.analysis.geometry.kernels`), mapping one question
+chunk of ``score`` ``[q, depth, candidate, arrangement, precision]`` to per-question
 arrays ``[q, precision]`` or ``[q, precision, extra]``: :func:`increments_kernel`,
 :func:`promotion_kernel`, :func:`permutation_kernel`, and :func:`dynamics_kernel` (all three at
 once); the public lazy functions are built on them. All kernels share one call signature
@@ -201,7 +202,7 @@ def _increment_pairs(s, K, depth_idx):
 
 def increments_kernel(s, K, answer=None, *, depth_idx, used=None, **_ignored) -> dict[str, np.ndarray]:
     """Per-question adjacent-increment sums of one question chunk (``pd:eq:tau``; compiled:
-    :func:`~depthtraj.analysis.kernels_dynamics.increments_pass`).
+    :func:`~depthtraj.analysis.dynamics.kernels.increments_pass`).
 
     ``s`` is ``[q, depth, candidate, arrangement, precision]`` (nats, NaN padding), ``K`` the
     per-question ``n_candidates``; ``answer`` is unused. ``depth_idx`` are the positions along
@@ -240,7 +241,7 @@ def _promotion_rule(unique, L_q, L_raw):
 
 def promotion_kernel(s, K, answer=None, *, grid_idx, endpoint_idx, used=None, **_ignored) -> dict[str, np.ndarray]:
     """Per-question promotion-set indicators of one question chunk (``pd:app:eq:promotion-set``;
-    compiled: :func:`~depthtraj.analysis.kernels_dynamics.promotion_pass`).
+    compiled: :func:`~depthtraj.analysis.dynamics.kernels.promotion_pass`).
 
     ``s`` ``[q, depth, candidate, arrangement, precision]`` (nats), ``K`` ``[q]``; ``answer``
     unused; ``grid_idx`` / ``endpoint_idx`` the positions along ``depth`` of 𝒯 and T; ``used``
@@ -358,13 +359,13 @@ def _permutation_pairs(s, K, answer, grid_idx, endpoint_idx, used=None):
 def permutation_kernel(s, K, answer, *, grid_idx, endpoint_idx, used=None, **_ignored) -> dict[str, np.ndarray]:
     """Per-question actual vs coordinate-permutation preservation and transition frequencies
     of one question chunk (``r3:eq:permutation``, ``pd:app:tab:permutation``; compiled:
-    :func:`~depthtraj.analysis.kernels_dynamics.permutation_pass`).
+    :func:`~depthtraj.analysis.dynamics.kernels.permutation_pass`).
 
     ``s`` ``[q, depth, candidate, arrangement, precision]`` (nats), ``K`` and ``answer`` (y*)
     ``[q]``; ``grid_idx`` / ``endpoint_idx`` positions of 𝒯 and T along ``depth``; ``used``
     ``[q, arrangement]`` the arrangements each question uses (default: inferred). All K_i!
     permutations of every positive-margin pair are enumerated (a nested permutation table,
-    :func:`~depthtraj.analysis.kernels_dynamics.permutation_table`) over a K_i × K_i table of
+    :func:`~depthtraj.analysis.dynamics.kernels.permutation_table`) over a K_i × K_i table of
     the permuted coordinates.
 
     Returns

@@ -3,12 +3,22 @@
 The arithmetic behind :func:`depthtraj.analysis.dynamics.increments_kernel`,
 :func:`~depthtraj.analysis.dynamics.promotion_kernel`,
 :func:`~depthtraj.analysis.dynamics.permutation_kernel` and
-:func:`depthtraj.analysis.correctness.correctness_kernel`, written as plain loops over one
-trajectory (question i, arrangement, precision arm; the depth loop inside, the candidate loop
-innermost) and compiled with numba (``nogil``: the threaded dask scheduler runs chunks on every
-core). The NumPy-facing wrappers in :mod:`.dynamics` and :mod:`.correctness` turn the arrays
-returned here into their dicts of named summaries; see those modules for the notation, the
-definitions and the paper's labels. Nothing here knows about xarray or dask.
+:func:`depthtraj.analysis.dynamics.correctness_kernel`, compiled with numba (``nogil``: the
+threaded dask scheduler runs chunks on every core). The NumPy-facing wrappers in
+:mod:`.increments` and :mod:`.correctness` turn the arrays returned here into their dicts of
+named summaries; see those modules for the notation, the definitions and the paper's labels.
+Nothing here knows about xarray or dask.
+
+One implementation with the store pass: :func:`increments_pass`, :func:`promotion_pass` and
+:func:`correctness_pass` take questions in blocks of :data:`~depthtraj.analysis.geometry.kernels.BLOCK`
+and call, depth by depth, the same lane kernels of :mod:`depthtraj.analysis.geometry.kernels`
+as the sweep that carries the §4 summaries in the store pass (``geometry_pass``): the winner
+and validity (``winner_lanes``), the gap extrema, margins and ladder bounds (``gap_lanes``,
+``lane_margins``, ``q_raw_bounds``), the promotion rule (``promotion_rule``), the adjacent
+increment and its ρ bin (``increment_lanes``, ``rho_bin``) and the answer transitions
+(``correctness_codes``, ``code_terms``). Only the loops differ: here over any depth set of one
+chunk with per-question outputs, there over the pass's depths with some outputs summed per cell.
+:func:`permutation_pass` is called by the pass and the lazy functions alike.
 
 Shared conventions (identical to the documented NumPy semantics):
 
@@ -16,7 +26,8 @@ Shared conventions (identical to the documented NumPy semantics):
   float64, nats, NaN padding); every element is widened with ``np.float64`` before use, all
   arithmetic is float64. ``K`` ``[question]`` (int64) is K_i; only candidates ``c < K_i`` are
   read. ``used`` ``[question, arrangement]`` (bool) names the arrangements a question uses;
-  each weighs ``1/A_i`` (A_i = their number) in sums and counts, added once per counted entry.
+  each weighs ``1/A_i`` (A_i = their number) in sums and counts, added once per counted entry,
+  arrangements in order, then depths.
 * the winner is the lowest-identity maximiser; it is *unique* when no other candidate attains
   the maximum.
 * a (question, arm) is *complete* when K_i ≥ 2 and every real score it needs is finite in every
@@ -32,8 +43,21 @@ import itertools
 import numpy as np
 from numba import njit
 
-from ..geometry import kernels as _kern
-from ..geometry.kernels import RHO_BINS, gaps_at, q_raw_bounds
+from ..geometry.kernels import (
+    BLOCK,
+    INCREMENT_FIELDS,
+    RHO_BINS,
+    code_terms,
+    correctness_codes,
+    gap_lanes,
+    increment_lanes,
+    lane_margins,
+    load_lanes,
+    promotion_rule,
+    q_raw_bounds,
+    rho_bin,
+    winner_lanes,
+)
 
 __all__ = [
     "CORRECTNESS_DEPTH_FIELDS",
@@ -46,14 +70,13 @@ __all__ = [
     "permutation_pass",
     "permutation_table",
     "promotion_pass",
+    "rho_bin",
 ]
 
-#: Rows of :func:`increments_pass`'s first output, in order (``pd:eq:tau``).
-INCREMENT_FIELDS: tuple[str, ...] = (
-    "n_pairs", "n_I", "n_zero_span", "sum_r", "sum_q", "sum_tr", "sum_rho", "complete_increments",
-)
+#: Rows of :func:`increments_pass`'s first output, in order (``pd:eq:tau``): the rows the lane
+#: kernel ``increment_lanes`` accumulates (in the sweep of the store pass too), then
+#: ``complete_increments``. Defined beside that kernel (:mod:`depthtraj.analysis.geometry.kernels`).
 (I_NPAIRS, I_NI, I_NZERO, I_SR, I_SQ, I_STR, I_SRHO, I_COMPLETE) = range(len(INCREMENT_FIELDS))
-assert len(INCREMENT_FIELDS) == _kern._N_INC  # the fused sweep of kernels.geometry_pass writes the same rows
 
 #: Rows of :func:`permutation_pass`'s output, in order (``r3:eq:permutation``,
 #: ``pd:app:tab:permutation``, ``pd:app:tab:transitions``).
@@ -75,7 +98,7 @@ CORRECTNESS_FIELDS: tuple[str, ...] = ("acc_T", "eps", "complete")
 
 
 # ----------------------------------------------------------------------------------------------
-# shared per-trajectory helpers
+# shared per-trajectory helpers and the blocks of questions
 # ----------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
 def _n_used(used, i):
@@ -107,26 +130,36 @@ def _winner_at(s, i, j, a, p, k):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _finite_at(s, i, j, a, p, k):
-    """Whether ``s[i, j, :k, a, p]`` is finite."""
-    for c in range(k):
-        if not np.isfinite(s[i, j, c, a, p]):
-            return False
-    return True
+def _block_lanes(K, used, b0, nb, C, qi, real, wA, ok):
+    """The lanes of the block of questions ``b0 .. b0+nb-1``: their ids ``qi``, the real
+    candidates ``real[c, ii] = c < K_i``, the weights ``wA = 1/A_i`` and ``ok = K_i ≥ 2`` (the
+    start of completeness)."""
+    for ii in range(nb):
+        q = b0 + ii
+        qi[ii] = q
+        wA[ii] = 1.0 / max(_n_used(used, q), 1)
+        ok[ii] = K[q] >= 2
+        for c in range(C):
+            real[c, ii] = c < K[q]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def rho_bin(q, r):
-    """The ρ = q/r bin on the 0.01 grid (``pd:eq:tau``; r > 0, 0 ≤ q ≤ r): ``⌊100 q/r⌋``,
-    corrected by comparing ``k·r`` with ``100·q`` (exact whenever those products are) and
-    clipped to 0..100, so a ρ that is a multiple of 0.01 lands in the bin it opens."""
-    hq = 100.0 * q
-    k = np.floor(hq / r)
-    if (k + 1.0) * r <= hq:
-        k += 1.0
-    if k * r > hq:
-        k -= 1.0
-    return min(max(int(k), 0), RHO_BINS - 1)
+def _active_lanes(used, K, qi, nb, a, act):
+    """``act[ii]``: arrangement ``a`` is used by the lane's question and K_i ≥ 2; the number of
+    active lanes."""
+    n = 0
+    for ii in range(nb):
+        act[ii] = used[qi[ii], a] & (K[qi[ii]] >= 2)
+        n += 1 if act[ii] else 0
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _still_complete(nb, act, fin, ok):
+    """``ok &= fin`` on the active lanes: a used arrangement with a non-finite real score makes
+    the (question, arm) incomplete."""
+    for ii in range(nb):
+        ok[ii] = ok[ii] & (fin[ii] | (not act[ii]))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -137,94 +170,83 @@ def increments_pass(s, K, used, depth_idx):
     """Per-question adjacent-increment sums over consecutive depths of ``depth_idx``.
 
     For each increment ``d = s_{t'} - s_t`` (t < t' consecutive in ``depth_idx``) of a used
-    arrangement: ``r = 2 max(max d, -min d)`` (= 2‖d‖∞), ``q = max d - min d`` (osc d), in
-    𝓘 when r > 0, ``ρ = q/r``.
+    arrangement: ``r = 2 max(max d, -min d)`` (= 2‖d‖∞), ``q = max d - min d`` (osc d), in 𝓘
+    when r > 0, ``ρ = q/r`` — the lane kernel ``increment_lanes`` of
+    :mod:`depthtraj.analysis.geometry.kernels`, as in the store pass.
 
     Returns ``(F, hist)``: ``F`` float64 ``[len(INCREMENT_FIELDS), question, precision]`` with
     rows :data:`INCREMENT_FIELDS` — counts (weight 1/A_i per used arrangement) of finite pairs,
     of pairs in 𝓘 and of pure translations (q = 0 < r); sums over 𝓘 of r, q, r - q (nats) and ρ;
     1.0 for a complete (question, arm) — and ``hist`` float64 ``[question, precision,
     RHO_BINS]``, the weighted counts of 𝓘 per ρ bin (:func:`rho_bin`). Complete means K_i ≥ 2
-    and every increment finite (with one depth: its scores finite); NaN everywhere otherwise.
+    and every score at the depths of ``depth_idx`` finite (none: K_i ≥ 2 alone); NaN everywhere
+    otherwise.
     """
     nq, _, C, na, npr = s.shape
     J = depth_idx.shape[0]
-    F = np.zeros((len(INCREMENT_FIELDS), nq, npr))
-    hist = np.zeros((nq, npr, RHO_BINS))
-    ok = np.empty(npr, dtype=np.bool_)
-    for i in range(nq):
-        k = min(int(K[i]), C)
-        w = 1.0 / max(_n_used(used, i), 1)
-        for p in range(npr):
-            ok[p] = K[i] >= 2
-        for a in range(na):
-            if not used[i, a]:
-                continue
-            for p in range(npr):
-                if not ok[p]:
+    NI = len(INCREMENT_FIELDS) - 1
+    F = np.full((NI + 1, nq, npr), np.nan)
+    hist = np.full((nq, npr, RHO_BINS), np.nan)
+    B = BLOCK
+    Xc = np.empty((C, B))
+    Xp = np.empty((C, B))
+    real = np.empty((C, B), dtype=np.bool_)
+    qi = np.empty(B, dtype=np.int64)
+    wA = np.empty(B)
+    ok = np.empty(B, dtype=np.bool_)
+    act = np.empty(B, dtype=np.bool_)
+    top = np.empty(B)
+    arg = np.empty(B, dtype=np.int64)
+    fin = np.empty(B, dtype=np.bool_)
+    imax = np.empty(B)
+    imin = np.empty(B)
+    inc = np.empty((NI, B))
+    bins = np.empty(B, dtype=np.int64)
+    h = np.empty((B, RHO_BINS))
+    for p in range(npr):
+        for b0 in range(0, nq, B):
+            nb = min(B, nq - b0)
+            _block_lanes(K, used, b0, nb, C, qi, real, wA, ok)
+            inc[:, :nb] = 0.0
+            h[:nb, :] = 0.0
+            for a in range(na):
+                if _active_lanes(used, K, qi, nb, a, act) == 0:
                     continue
-                if J == 1 and not _finite_at(s, i, depth_idx[0], a, p, k):
-                    ok[p] = False
-                for j in range(J - 1):
-                    j0 = depth_idx[j]
-                    j1 = depth_idx[j + 1]
-                    dmax = -np.inf
-                    dmin = np.inf
-                    for c in range(k):
-                        d = np.float64(s[i, j1, c, a, p]) - np.float64(s[i, j0, c, a, p])
-                        if not np.isfinite(d):
-                            ok[p] = False
-                            break
-                        dmax = max(dmax, d)
-                        dmin = min(dmin, d)
-                    if not ok[p]:
-                        break
-                    r = 2.0 * max(dmax, -dmin)
-                    q = dmax - dmin
-                    F[I_NPAIRS, i, p] += w
-                    if not r > 0.0:
-                        continue
-                    F[I_NI, i, p] += w
-                    if q == 0.0:
-                        F[I_NZERO, i, p] += w
-                    F[I_SR, i, p] += r * w
-                    F[I_SQ, i, p] += q * w
-                    F[I_STR, i, p] += (r - q) * w
-                    F[I_SRHO, i, p] += (q / r) * w
-                    hist[i, p, rho_bin(q, r)] += w
-        for p in range(npr):
-            if ok[p]:
-                F[I_COMPLETE, i, p] = 1.0
-            else:
-                F[:, i, p] = np.nan
-                hist[i, p, :] = np.nan
+                for v in range(J):
+                    load_lanes(s, qi, nb, depth_idx[v], a, p, C, Xc)
+                    winner_lanes(Xc, real, nb, C, top, arg, fin)
+                    _still_complete(nb, act, fin, ok)
+                    if v >= 1:
+                        increment_lanes(Xc, Xp, real, nb, C, act, wA, imax, imin, inc, bins)
+                        for ii in range(nb):
+                            if bins[ii] >= 0:
+                                h[ii, bins[ii]] += wA[ii]
+                    Xc, Xp = Xp, Xc  # this depth's scores start the next increment
+            for ii in range(nb):
+                if not ok[ii]:
+                    continue
+                q = qi[ii]
+                for f in range(NI):
+                    F[f, q, p] = inc[f, ii]
+                F[I_COMPLETE, q, p] = 1.0
+                hist[q, p, :] = h[ii, :]
     return F, hist
 
 
 # ----------------------------------------------------------------------------------------------
 # promotion sets (pd:app:eq:promotion-set)
 # ----------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _raw_and_q_bounds(s, i, jt, jT, a, p, k):
-    """``(unique, L_raw, L_q)`` of one trajectory at depth position ``jt`` with endpoint ``jT``
-    (``pd:eq:ladder``): the two bounds the promotion sets test, through the same compiled
-    pieces as :func:`depthtraj.analysis.kernels.ladder_at` (:func:`~depthtraj.analysis.kernels.gaps_at`,
-    :func:`~depthtraj.analysis.kernels.q_raw_bounds`) without its LSE fields, so P_t agrees
-    bitwise with the earliest depths D_j (tested)."""
-    _, ties, _, m, h, R, dmax, dmin, _ = gaps_at(s[i, jt, :, a, p], s[i, jT, :, a, p], k)
-    L_q, L_raw = q_raw_bounds(m, h, R, dmax, dmin)
-    return ties == 1, L_raw, L_q
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def promotion_pass(s, K, used, grid_idx, t_idx):
     """Per-question promotion-set indicators on the grid ``grid_idx`` with endpoint ``t_idx``.
 
-    ``i ∈ P_t`` when the winner at t is unique, ``L_q > 0`` and ``L_raw ≤ 0``
-    (:func:`_raw_and_q_bounds`: the ladder of :func:`depthtraj.analysis.kernels.ladder_at`, the
-    same floating-point tests as the earliest depths D_j); *advanced* when some ``t ∈ 𝒯`` with
-    ``i ∈ P_t`` comes before the first grid depth with ``unique ∧ L_raw > 0`` (D_raw), i.e.
-    ``D_q < D_raw``.
+    ``i ∈ P_t`` when the winner at t is unique, ``L_q > 0`` and ``L_raw ≤ 0`` (the lane
+    kernels ``gap_lanes``, ``lane_margins``, ``q_raw_bounds`` and ``promotion_rule`` of
+    :mod:`depthtraj.analysis.geometry.kernels`: the ladder of ``ladder_at`` and the same
+    floating-point tests as the earliest depths D_j of the store pass); *advanced* when
+    ``D_q < D_raw``, the first grid depths with a unique winner and ``L_q > 0``, resp.
+    ``L_raw > 0`` (T when there is none) — equivalently some ``t ∈ 𝒯`` with ``i ∈ P_t`` comes
+    before D_raw.
 
     Returns ``(promoted, advanced, complete)``: float64 ``[question, precision, grid]`` mean over
     used arrangements of 1{i ∈ P_t}; ``[question, precision]`` mean of 1{advanced}; and 1.0 for a
@@ -232,48 +254,71 @@ def promotion_pass(s, K, used, grid_idx, t_idx):
     """
     nq, _, C, na, npr = s.shape
     G = grid_idx.shape[0]
-    promoted = np.zeros((nq, npr, G))
-    advanced = np.zeros((nq, npr))
-    complete = np.zeros((nq, npr))
-    ok = np.empty(npr, dtype=np.bool_)
-    for i in range(nq):
-        k = min(int(K[i]), C)
-        w = 1.0 / max(_n_used(used, i), 1)
-        for p in range(npr):
-            ok[p] = K[i] >= 2
-        for a in range(na):
-            if not used[i, a]:
-                continue
-            for p in range(npr):
-                if not ok[p]:
+    promoted = np.full((nq, npr, G), np.nan)
+    advanced = np.full((nq, npr), np.nan)
+    complete = np.full((nq, npr), np.nan)
+    B = BLOCK
+    Y = np.empty((C, B))
+    Xc = np.empty((C, B))
+    real = np.empty((C, B), dtype=np.bool_)
+    qi = np.empty(B, dtype=np.int64)
+    wA = np.empty(B)
+    ok = np.empty(B, dtype=np.bool_)
+    act = np.empty(B, dtype=np.bool_)
+    top = np.empty(B)
+    arg = np.empty(B, dtype=np.int64)
+    fin = np.empty(B, dtype=np.bool_)
+    finT = np.empty(B, dtype=np.bool_)
+    ties = np.empty(B, dtype=np.int64)
+    dmax = np.empty(B)
+    dmin = np.empty(B)
+    dsum = np.empty(B)
+    da = np.empty(B)
+    ya = np.empty(B)
+    second = np.empty(B)
+    hmax = np.empty(B)
+    ymax = np.empty(B)
+    pos_q = np.empty(B, dtype=np.int64)
+    pos_raw = np.empty(B, dtype=np.int64)
+    pacc = np.empty((G, B))
+    adv = np.empty(B)
+    for p in range(npr):
+        for b0 in range(0, nq, B):
+            nb = min(B, nq - b0)
+            _block_lanes(K, used, b0, nb, C, qi, real, wA, ok)
+            pacc[:, :nb] = 0.0
+            adv[:nb] = 0.0
+            for a in range(na):
+                if _active_lanes(used, K, qi, nb, a, act) == 0:
                     continue
-                if not _finite_at(s, i, t_idx, a, p, k):
-                    ok[p] = False
-                    continue
-                raw_seen = False  # a grid depth with unique ∧ L_raw > 0 came first: D_raw reached
-                adv = False
+                load_lanes(s, qi, nb, t_idx, a, p, C, Y)
+                winner_lanes(Y, real, nb, C, top, arg, finT)
+                _still_complete(nb, act, finT, ok)
+                for ii in range(nb):
+                    pos_q[ii] = G
+                    pos_raw[ii] = G
                 for g in range(G):
-                    if not _finite_at(s, i, grid_idx[g], a, p, k):
-                        ok[p] = False
-                        break
-                    unique, L_raw, L_q = _raw_and_q_bounds(s, i, grid_idx[g], t_idx, a, p, k)
-                    if not unique:
-                        continue
-                    if L_raw > 0.0:
-                        raw_seen = True
-                    elif L_q > 0.0:
-                        promoted[i, p, g] += w
-                        if not raw_seen:
-                            adv = True
-                if adv:
-                    advanced[i, p] += w
-        for p in range(npr):
-            if ok[p]:
-                complete[i, p] = 1.0
-            else:
-                promoted[i, p, :] = np.nan
-                advanced[i, p] = np.nan
-                complete[i, p] = np.nan
+                    load_lanes(s, qi, nb, grid_idx[g], a, p, C, Xc)
+                    winner_lanes(Xc, real, nb, C, top, arg, fin)
+                    _still_complete(nb, act, fin, ok)
+                    gap_lanes(Xc, Y, real, nb, C, arg, top, ties, dmax, dmin, dsum, da, ya, second, hmax, ymax)
+                    for ii in range(nb):
+                        u = act[ii] & finT[ii] & fin[ii] & (ties[ii] == 1)
+                        m, h, R = lane_margins(top[ii], second[ii], hmax[ii], da[ii], ya[ii], ymax[ii])
+                        L_q, L_raw = q_raw_bounds(m, h, R, dmax[ii], dmin[ii])
+                        pacc[g, ii] += wA[ii] if promotion_rule(u, L_q, L_raw) else 0.0
+                        pos_q[ii] = g if (u & (L_q > 0.0) & (pos_q[ii] == G)) else pos_q[ii]
+                        pos_raw[ii] = g if (u & (L_raw > 0.0) & (pos_raw[ii] == G)) else pos_raw[ii]
+                for ii in range(nb):
+                    adv[ii] += wA[ii] if (act[ii] & (pos_q[ii] < pos_raw[ii])) else 0.0
+            for ii in range(nb):
+                if not ok[ii]:
+                    continue
+                q = qi[ii]
+                for g in range(G):
+                    promoted[q, p, g] = pacc[g, ii]
+                advanced[q, p] = adv[ii]
+                complete[q, p] = 1.0
     return promoted, advanced, complete
 
 
@@ -449,7 +494,9 @@ def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx):
     """Per-question accuracy, transitions t → T and endpoint disagreement.
 
     Winners y_t at the depths ``depth_idx`` (J of them), at the grid ``grid_idx`` and at T
-    (``t_idx``), per used arrangement (weight 1/A_i).
+    (``t_idx``), per used arrangement (weight 1/A_i); the transition of each (t, arrangement)
+    from the lane kernels ``winner_lanes``, ``correctness_codes`` and ``code_terms`` of
+    :mod:`depthtraj.analysis.geometry.kernels`, as in the store pass.
 
     Returns ``(D, Q)``: ``D`` float64 ``[len(CORRECTNESS_DEPTH_FIELDS), question,
     precision, J]`` with rows :data:`CORRECTNESS_DEPTH_FIELDS` — means over used arrangements of
@@ -459,64 +506,71 @@ def correctness_pass(s, K, used, answer, depth_idx, grid_idx, t_idx):
     y_T} (NaN for an empty grid), and 1.0 for a complete (question, arm). NaN where incomplete
     (K_i < 2 or a used arrangement not finite at one of those depths); every per-depth row
     (``disagree`` included, so that both identities of ``r3:eq:correctness`` hold over one
-    population) and ``acc_T`` NaN where y* is unknown; ``eps`` is defined for every question. (The store pass takes these from the
-    geometry sweep, :func:`depthtraj.analysis.kernels.geometry_pass`.)
+    population) and ``acc_T`` NaN where y* is unknown; ``eps`` is defined for every question.
     """
     nq, _, C, na, npr = s.shape
     J = depth_idx.shape[0]
     G = grid_idx.shape[0]
     D = np.zeros((len(CORRECTNESS_DEPTH_FIELDS), nq, npr, J))
     Q = np.zeros((len(CORRECTNESS_FIELDS), nq, npr))
-    ok = np.empty(npr, dtype=np.bool_)
-    for i in range(nq):
-        k = min(int(K[i]), C)
-        y = int(answer[i])
-        known = 0 <= y < K[i]
-        w = 1.0 / max(_n_used(used, i), 1)
-        for p in range(npr):
-            ok[p] = K[i] >= 2
-        for a in range(na):
-            if not used[i, a]:
-                continue
-            for p in range(npr):
-                if not ok[p]:
+    B = BLOCK
+    Y = np.empty((C, B))
+    Xc = np.empty((C, B))
+    real = np.empty((C, B), dtype=np.bool_)
+    qi = np.empty(B, dtype=np.int64)
+    wA = np.empty(B)
+    ok = np.empty(B, dtype=np.bool_)
+    act = np.empty(B, dtype=np.bool_)
+    lab = np.empty(B, dtype=np.int64)
+    top = np.empty(B)
+    arg = np.empty(B, dtype=np.int64)
+    fin = np.empty(B, dtype=np.bool_)
+    argT = np.empty(B, dtype=np.int64)
+    code = np.empty(B, dtype=np.int64)
+    for p in range(npr):
+        for b0 in range(0, nq, B):
+            nb = min(B, nq - b0)
+            _block_lanes(K, used, b0, nb, C, qi, real, wA, ok)
+            for ii in range(nb):
+                lab[ii] = answer[qi[ii]]
+            for a in range(na):
+                if _active_lanes(used, K, qi, nb, a, act) == 0:
                     continue
-                yT, _, fin = _winner_at(s, i, t_idx, a, p, k)
-                if not fin:
-                    ok[p] = False
-                    continue
-                c_T = yT == y
-                if c_T:
-                    Q[C_ACCT, i, p] += w
+                load_lanes(s, qi, nb, t_idx, a, p, C, Y)
+                winner_lanes(Y, real, nb, C, top, argT, fin)
+                _still_complete(nb, act, fin, ok)
+                for ii in range(nb):
+                    Q[C_ACCT, qi[ii], p] += wA[ii] if (act[ii] & (argT[ii] == lab[ii])) else 0.0
                 for g in range(G):
-                    yg, _, fin = _winner_at(s, i, grid_idx[g], a, p, k)
-                    if not fin:
-                        ok[p] = False
-                        break
-                    if yg != yT:
-                        Q[C_EPS, i, p] += w
+                    load_lanes(s, qi, nb, grid_idx[g], a, p, C, Xc)
+                    winner_lanes(Xc, real, nb, C, top, arg, fin)
+                    _still_complete(nb, act, fin, ok)
+                    for ii in range(nb):
+                        Q[C_EPS, qi[ii], p] += wA[ii] if (act[ii] & (arg[ii] != argT[ii])) else 0.0
                 for j in range(J):
-                    if not ok[p]:
-                        break
-                    yt, _, fin = _winner_at(s, i, depth_idx[j], a, p, k)
-                    if not fin:
-                        ok[p] = False
-                        break
-                    c_t = yt == y
-                    # exactly one transition category; branch-free (selects)
-                    cat = (C_CC if c_T else C_CW) if c_t else (C_WC if c_T else (C_WW if yt == yT else C_WWP))
-                    D[cat, i, p, j] += w
-                    D[C_ACC, i, p, j] += w if c_t else 0.0
-                    D[C_CHANGE, i, p, j] += ((1.0 if c_T else 0.0) - (1.0 if c_t else 0.0)) * w
-                    D[C_DIS, i, p, j] += w if yt != yT else 0.0
-        for p in range(npr):
-            if not ok[p]:
-                D[:, i, p, :] = np.nan
-                Q[:, i, p] = np.nan
-                continue
-            Q[C_COMPLETE, i, p] = 1.0
-            Q[C_EPS, i, p] = Q[C_EPS, i, p] / G if G > 0 else np.nan
-            if not known:  # every per-depth row over the labelled questions (r3:eq:correctness)
-                D[:, i, p, :] = np.nan
-                Q[C_ACCT, i, p] = np.nan
+                    load_lanes(s, qi, nb, depth_idx[j], a, p, C, Xc)
+                    winner_lanes(Xc, real, nb, C, top, arg, fin)
+                    _still_complete(nb, act, fin, ok)
+                    correctness_codes(nb, arg, argT, lab, code)
+                    for ii in range(nb):
+                        if not act[ii]:
+                            continue
+                        q = qi[ii]
+                        w = wA[ii]
+                        c_t, c_T, differ, tr = code_terms(code[ii])  # exactly one transition
+                        D[C_WC + tr, q, p, j] += w
+                        D[C_ACC, q, p, j] += w if c_t else 0.0
+                        D[C_CHANGE, q, p, j] += ((1.0 if c_T else 0.0) - (1.0 if c_t else 0.0)) * w
+                        D[C_DIS, q, p, j] += w if differ else 0.0
+            for ii in range(nb):
+                q = qi[ii]
+                if not ok[ii]:
+                    D[:, q, p, :] = np.nan
+                    Q[:, q, p] = np.nan
+                    continue
+                Q[C_COMPLETE, q, p] = 1.0
+                Q[C_EPS, q, p] = Q[C_EPS, q, p] / G if G > 0 else np.nan
+                if not (0 <= lab[ii] < K[q]):  # every per-depth row over the labelled questions (r3:eq:correctness)
+                    D[:, q, p, :] = np.nan
+                    Q[C_ACCT, q, p] = np.nan
     return D, Q

@@ -3,8 +3,16 @@
 One implementation of the paper's per-trajectory mathematics, written as plain loops over one
 trajectory (question i, arrangement, precision arm) and compiled with numba (``nogil``, so the
 threaded dask scheduler runs chunks on every core). The lazy functions of
-:mod:`~depthtraj.analysis.geometry` and the single pass of :mod:`~depthtraj.analysis.passes`
+:mod:`~depthtraj.analysis.geometry` and the single pass of :mod:`~depthtraj.analysis.engine`
 both call these kernels; nothing here knows about xarray or dask.
+
+The *lane kernels* (:func:`load_lanes`, :func:`winner_lanes`, :func:`gap_lanes`,
+:func:`lane_margins`, :func:`promotion_rule`, :func:`increment_lanes`, :func:`rho_bin`,
+:func:`correctness_codes`, :func:`code_terms`) hold each per-pair formula of the sweep once, over
+a block of questions at one depth. The store pass's sweep (:func:`geometry_pass`) and the lazy
+§4 kernels (:mod:`depthtraj.analysis.dynamics.kernels`, which import them: §4 builds on §3) both
+call them, so the §4 summaries riding on the sweep and those of the lazy §4 functions are one
+implementation.
 
 Definitions follow ``sec:geometry``; see :mod:`depthtraj.analysis.geometry` for the notation,
 the tie rule (the winner is the lowest maximising identity), validity (K ≥ 2 and finite scores of
@@ -22,7 +30,11 @@ from numba import njit
 
 from ..core.elementary import exp_nonpos, log_ge1
 
-__all__ = ["N_LADDER", "ladder_arrays", "ladder_at", "LADDER_FIELDS"]
+__all__ = [
+    "INCREMENT_FIELDS", "LADDER_FIELDS", "N_LADDER", "RHO_BINS", "TRANSITION_OF_CODE", "code_terms",
+    "correctness_codes", "gap_lanes", "increment_lanes", "ladder_arrays", "ladder_at", "lane_margins",
+    "load_lanes", "promotion_rule", "rho_bin", "winner_lanes",
+]
 
 #: Float fields of :func:`ladder_at`'s output vector, in order (nats).
 LADDER_FIELDS: tuple[str, ...] = (
@@ -103,7 +115,7 @@ def gaps_at(st, sT, k):
 def q_raw_bounds(m, h, R, dmax, dmin):
     """``(L_q, L_raw)`` from the gap extrema (``pd:eq:ladder``): ``L_q = min(m − B_q, min(m − h,
     R))``, ``L_raw = min(m − B_raw, L_q)`` with ``B_q = max δ − min δ``, ``B_raw = B_q +
-    2|mid(δ)|`` — each bound capped by the one above it (see :mod:`.geometry`)."""
+    2|mid(δ)|`` — each bound capped by the one above it (see :mod:`.ladder`)."""
     B_q = dmax - dmin
     mid = (dmax + dmin) / 2.0
     L_q = min(m - B_q, min(m - h, R))
@@ -222,16 +234,21 @@ LADDER_TOTALS: tuple[str, ...] = (
 
 
 # ----------------------------------------------------------------------------------------------
-# the geometry sweep of the store pass, vectorised across questions
+# blocks of questions: the sweep of the store pass and the lazy §4 kernels
 # ----------------------------------------------------------------------------------------------
-#: Questions per block of :func:`geometry_pass` (its per-block buffers stay in L1/L2 cache).
+#: Questions per block of :func:`geometry_pass` and of the lazy §4 kernels (their per-block
+#: buffers stay in L1/L2 cache).
 BLOCK = 64
 #: Ladder totals accumulated per lane by :func:`geometry_pass` (LADDER_TOTALS order).
 _N_TOT = len(LADDER_TOTALS)
 #: Number of ρ histogram bins: bin k holds k/100 ≤ ρ < (k+1)/100, the last one ρ = 1 (``pd:eq:tau``).
 RHO_BINS = 101
-#: Rows of the increment summaries (:data:`.kernels_dynamics.INCREMENT_FIELDS`, checked there).
-_N_INC = 8
+#: Rows of the per-question increment summaries (``pd:eq:tau``), in order: :func:`increment_lanes`
+#: accumulates all but the last, ``complete_increments`` (1.0 for a complete (question, arm)).
+INCREMENT_FIELDS: tuple[str, ...] = (
+    "n_pairs", "n_I", "n_zero_span", "sum_r", "sum_q", "sum_tr", "sum_rho", "complete_increments",
+)
+_N_INC = len(INCREMENT_FIELDS)
 
 
 @njit(cache=True, nogil=True)
@@ -246,16 +263,57 @@ def _cell_runs(codes, order):
     return np.array(starts, dtype=np.int64)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, da, ya, second, hmax, ymax,
-                    okT, kf, wA, lseT, accL, uq, Lb, lj):
-    """One union depth of :func:`geometry_pass` over a block (the caller has found the winners
-    and reset the extrema): gap extrema, the ladder
-    (``pd:eq:gap-update`` .. ``pd:eq:pairing``, as in :func:`ladder_at`), the LSE centre, the
-    bounds tested ``Lb`` and the unique-winner flags ``uq``; ladder totals added to ``lj``."""
+# ----------------------------------------------------------------------------------------------
+# lane kernels: each formula once, over a block of questions (lanes) at one depth, shared by the
+# sweep (geometry_pass) and the lazy §4 kernels (depthtraj.analysis.dynamics.kernels)
+# ----------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def load_lanes(s, qi, nb, jj, a, p, C, X):
+    """Copy the scores ``s[qi[ii], jj, :, a, p]`` of a block's ``nb`` questions (lanes ``ii``)
+    into candidate-major float64 columns ``X[c, ii]`` (``C`` candidates, padding included)."""
+    for ii in range(nb):
+        q = qi[ii]
+        for c in range(C):
+            X[c, ii] = np.float64(s[q, jj, c, a, p])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def winner_lanes(X, real, nb, C, top, arg, fin):
+    """The winner of each lane at one depth (``X`` ``[candidate, lane]``, nats; ``real``
+    ``[candidate, lane]`` marks the K_i real candidates): ``arg`` the lowest-identity maximiser,
+    ``top`` its score, ``fin`` whether every real score is finite. Branch-free (selects)."""
+    for ii in range(nb):
+        top[ii] = -np.inf
+        arg[ii] = 0
+        fin[ii] = True
     for c in range(C):
         for ii in range(nb):
-            x = Xc[c, ii]
+            x = X[c, ii]
+            rl = real[c, ii]
+            fin[ii] = fin[ii] & (np.isfinite(x) | (not rl))
+            gt = rl & (x > top[ii])
+            arg[ii] = c if gt else arg[ii]
+            top[ii] = x if gt else top[ii]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def gap_lanes(X, Y, real, nb, C, arg, top, ties, dmax, dmin, dsum, da, ya, second, hmax, ymax):
+    """The gap extrema of each lane at depth t (``X``) against the endpoint (``Y``), given its
+    winner ``arg``/``top`` (:func:`winner_lanes`; ``pd:eq:gap-update``, ``pd:eq:reserve``, as
+    :func:`gaps_at`): the number of maximisers ``ties``, max/min/sum of δ = s_T - s_t, δ_a and
+    s_{T,a}, and over the competitors b ≠ a the largest s_{t,b}, δ_b and s_{T,b}. Branch-free;
+    :func:`lane_margins` turns them into m, h, R."""
+    for ii in range(nb):
+        ties[ii] = 0
+        dmax[ii] = -np.inf
+        dmin[ii] = np.inf
+        dsum[ii] = 0.0
+        second[ii] = -np.inf
+        hmax[ii] = -np.inf
+        ymax[ii] = -np.inf
+    for c in range(C):
+        for ii in range(nb):
+            x = X[c, ii]
             y = Y[c, ii]
             rl = real[c, ii]
             d = y - x
@@ -270,21 +328,117 @@ def _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, d
             second[ii] = max(second[ii], x) if other else second[ii]
             hmax[ii] = max(hmax[ii], d) if other else hmax[ii]
             ymax[ii] = max(ymax[ii], y) if other else ymax[ii]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def lane_margins(top, second, hmax, da, ya, ymax):
+    """``(m, h, R)`` of one lane from its gap extrema (:func:`gap_lanes`; nats): the margin
+    ``m = min_b g_b = top - max_b s_{t,b}`` (exact: subtraction is monotone), ``h = max_b (δ_b -
+    δ_a)`` and the endpoint reserve ``R = s_{T,a} - max_b s_{T,b}`` (``pd:eq:reserve``)."""
+    return top - second, hmax - da, ya - ymax
+
+
+@njit(cache=True, nogil=True, inline="always")
+def promotion_rule(unique, L_q, L_raw):
+    """``i ∈ P_t`` (``pd:app:eq:promotion-set``): a unique winner with ``L_q > 0 ≥ L_raw``, i.e.
+    B_q < m ≤ B_raw on the ladder (:func:`q_raw_bounds`). NaN bounds never pass."""
+    return unique & (L_q > 0.0) & (not (L_raw > 0.0))
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def rho_bin(q, r):
+    """The ρ = q/r bin on the 0.01 grid (``pd:eq:tau``; r > 0, 0 ≤ q ≤ r): ``⌊100 q/r⌋``,
+    corrected by comparing ``k·r`` with ``100·q`` (exact whenever those products are) and
+    clipped to 0..RHO_BINS-1, so a ρ that is a multiple of 0.01 lands in the bin it opens.
+    Branch-free (selects)."""
+    hq = 100.0 * q
+    k = np.floor(hq / r)
+    k = k + 1.0 if (k + 1.0) * r <= hq else k
+    k = k - 1.0 if k * r > hq else k
+    return int(min(max(k, 0.0), RHO_BINS - 1.0))
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def increment_lanes(Xc, Xp, real, nb, C, act, wA, imax, imin, inc, bins):
+    """The adjacent increment ``d = s_t' - s_t`` of each lane (``Xc`` at t', ``Xp`` at t;
+    ``pd:eq:tau``): ``r = 2‖d‖∞ = 2 max(max d, -min d)``, ``q = osc d = max d - min d``, in 𝓘
+    when r > 0. For the active lanes (``act``), weight ``wA``: the counts of pairs, of pairs in
+    𝓘 and of pure translations (q = 0 < r), and the sums over 𝓘 of r, q, r - q (nats) and
+    ρ = q/r are added to ``inc`` (rows :data:`INCREMENT_FIELDS` but the last); each lane's ρ
+    bin (:func:`rho_bin`), or -1 outside 𝓘 or inactive, is written to ``bins``."""
+    for ii in range(nb):
+        imax[ii] = -np.inf
+        imin[ii] = np.inf
+    for c in range(C):
+        for ii in range(nb):
+            d = Xc[c, ii] - Xp[c, ii]
+            rl = real[c, ii]
+            imax[ii] = max(imax[ii], d) if rl else imax[ii]
+            imin[ii] = min(imin[ii], d) if rl else imin[ii]
+    for ii in range(nb):
+        a_ = act[ii]
+        w = wA[ii]
+        r = 2.0 * max(imax[ii], -imin[ii])
+        q = imax[ii] - imin[ii]
+        inI = a_ & (r > 0.0)
+        inc[0, ii] += w if a_ else 0.0
+        inc[1, ii] += w if inI else 0.0
+        inc[2, ii] += w if (inI & (q == 0.0)) else 0.0
+        inc[3, ii] += r * w if inI else 0.0
+        inc[4, ii] += q * w if inI else 0.0
+        inc[5, ii] += (r - q) * w if inI else 0.0
+        inc[6, ii] += (q / r) * w if inI else 0.0
+        b = rho_bin(q if inI else 0.0, r if inI else 1.0)
+        bins[ii] = b if inI else -1
+
+
+#: Correctness codes (bits 1{y_t = y*}, 1{y_T = y*}, 1{y_t = y_T}) -> transition row W→C 0,
+#: C→W 1, W→W′ 2, C→C 3, W=W 4 (codes 3, 5, 6 cannot occur: two correct winners are equal).
+TRANSITION_OF_CODE = np.array([2, 1, 0, 3, 4, 1, 0, 3], dtype=np.int64)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def correctness_codes(nb, arg, argT, lab, code):
+    """Correctness of each lane at one depth t (``r3:eq:correctness``): ``1{y_t = y*} +
+    2·1{y_T = y*} + 4·1{y_t = y_T}`` from the winners ``arg`` (y_t), ``argT`` (y_T) and the
+    labels ``lab`` (y*), read back by :func:`code_terms`."""
+    for ii in range(nb):
+        c_t = arg[ii] == lab[ii]
+        c_T = argT[ii] == lab[ii]
+        same = arg[ii] == argT[ii]
+        code[ii] = (1 if c_t else 0) + (2 if c_T else 0) + (4 if same else 0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def code_terms(cd):
+    """``(1{y_t = y*}, 1{y_T = y*}, 1{y_t ≠ y_T}, transition)`` of a :func:`correctness_codes`
+    code, the transition t → T a row of :data:`TRANSITION_OF_CODE` (W→C, C→W, W→W′, C→C, W=W;
+    ``pd:app:tab:transitions``)."""
+    return (cd & 1) != 0, (cd & 2) != 0, (cd & 4) == 0, TRANSITION_OF_CODE[cd]
+
+
+# ----------------------------------------------------------------------------------------------
+# the geometry sweep of the store pass, vectorised across questions
+# ----------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, da, ya, second, hmax, ymax,
+                    okT, kf, wA, lseT, accL, uq, Lb, lj):
+    """One union depth of :func:`geometry_pass` over a block (the caller has found the winners,
+    :func:`winner_lanes`): gap extrema (:func:`gap_lanes`), the ladder
+    (``pd:eq:gap-update`` .. ``pd:eq:pairing``, as in :func:`ladder_at`), the LSE centre, the
+    bounds tested ``Lb`` and the unique-winner flags ``uq``; ladder totals added to ``lj``."""
+    gap_lanes(Xc, Y, real, nb, C, arg, top, ties, dmax, dmin, dsum, da, ya, second, hmax, ymax)
     for ii in range(nb):
         v = okT[ii] & fin[ii]
         u = v & (ties[ii] == 1)
         uq[ii] = u
-        m = top[ii] - second[ii]
-        h = hmax[ii] - da[ii]
-        R = ya[ii] - ymax[ii]
+        m, h, R = lane_margins(top[ii], second[ii], hmax[ii], da[ii], ya[ii], ymax[ii])
+        L_q, L_raw = q_raw_bounds(m, h, R, dmax[ii], dmin[ii])
         B_q = dmax[ii] - dmin[ii]
         mid = (dmax[ii] + dmin[ii]) / 2.0
         b_mean = dsum[ii] / kf[ii]
-        B_raw = B_q + 2.0 * abs(mid)
         B_mean = B_q + 2.0 * abs(mid - b_mean)
         L_dir = min(m - h, R)
-        L_q = min(m - B_q, L_dir)
-        L_raw = min(m - B_raw, L_q)
         Lb[0, ii] = L_raw
         Lb[1, ii] = min(m - B_mean, L_q)
         Lb[2, ii] = -np.inf
@@ -309,7 +463,7 @@ def _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, d
         lj[13, ii] += wu if (u and L_q > 0.0) else 0.0
         lj[14, ii] += wu if (u and L_dir > 0.0) else 0.0
         lj[15, ii] += wu if (u and R > 0.0) else 0.0
-        lj[16, ii] += wu if (u and L_q > 0.0 and L_raw <= 0.0) else 0.0
+        lj[16, ii] += wu if promotion_rule(u, L_q, L_raw) else 0.0
     # the LSE centre (as in ladder_at), evaluated branch-free in every lane and kept only where
     # it can pass: a valid unique winner with L_q > 0 (L_LSE <= L_q)
     for ii in range(nb):
@@ -329,58 +483,6 @@ def _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, d
         lj[12, ii] += wA[ii] if L_lse > 0.0 else 0.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _increment_depth(Xc, Xp, real, nb, C, okT, wA, imax, imin, inc, bins):
-    """The adjacent increment ``d = s_v - s_{v-1}`` of a block (as in
-    :func:`~.kernels_dynamics.increments_pass`, ``pd:eq:tau``): ``r = 2‖d‖∞``, ``q = osc d``;
-    pair counts and sums over 𝓘 (r > 0) added to ``inc``, each lane's ρ bin
-    (:func:`~.kernels_dynamics.rho_bin`, branch-free) or -1 outside 𝓘 written to ``bins``."""
-    for ii in range(nb):
-        imax[ii] = -np.inf
-        imin[ii] = np.inf
-    for c in range(C):
-        for ii in range(nb):
-            d = Xc[c, ii] - Xp[c, ii]
-            rl = real[c, ii]
-            imax[ii] = max(imax[ii], d) if rl else imax[ii]
-            imin[ii] = min(imin[ii], d) if rl else imin[ii]
-    for ii in range(nb):
-        act = okT[ii]
-        w = wA[ii]
-        r = 2.0 * max(imax[ii], -imin[ii])
-        q = imax[ii] - imin[ii]
-        inI = act & (r > 0.0)
-        inc[0, ii] += w if act else 0.0
-        inc[1, ii] += w if inI else 0.0
-        inc[2, ii] += w if (inI & (q == 0.0)) else 0.0
-        inc[3, ii] += r * w if inI else 0.0
-        inc[4, ii] += q * w if inI else 0.0
-        inc[5, ii] += (r - q) * w if inI else 0.0
-        inc[6, ii] += (q / r) * w if inI else 0.0
-        hq = 100.0 * q
-        k = np.floor(hq / r)
-        k = k + 1.0 if (k + 1.0) * r <= hq else k
-        k = k - 1.0 if k * r > hq else k
-        k = min(max(k, 0.0), RHO_BINS - 1.0) if inI else 0.0
-        bins[ii] = int(k) if inI else -1
-
-
-#: Correctness codes (bits 1{y_t = y*}, 1{y_T = y*}, 1{y_t = y_T}) -> transition row W→C 0,
-#: C→W 1, W→W′ 2, C→C 3, W=W 4 (codes 3, 5, 6 cannot occur: two correct winners are equal).
-_TRANSITION_OF_CODE = np.array([2, 1, 0, 3, 4, 1, 0, 3], dtype=np.int64)
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _correctness_codes(nb, arg, argT, lab, code):
-    """Correctness of a block at one depth t < T (``r3:eq:correctness``), one code per lane:
-    ``1{y_t = y*} + 2·1{y_T = y*} + 4·1{y_t = y_T}``, read back by :func:`_dynamics_block`."""
-    for ii in range(nb):
-        c_t = arg[ii] == lab[ii]
-        c_T = argT[ii] == lab[ii]
-        same = arg[ii] == argT[ii]
-        code[ii] = (1 if c_t else 0) + (2 if c_T else 0) + (4 if same else 0)
-
-
 @njit(cache=True, nogil=True, fastmath=True)
 def _lane_sum(x, n):
     """``Σ_{ii < n} x[ii]`` in any order (vectorised: the caller's sums are counts and weights
@@ -396,8 +498,9 @@ def _dynamics_block(nb, qi, nA, wA, K, lab, q_all, q_ok, G, S, SC, G0, g0_of, g_
                     pacc, aacc, dyn_out):
     """Write one block's §4 summaries (:func:`geometry_pass`, ``dyn_out``): per-question rows
     where complete (NaN stays elsewhere), the ρ histogram and the transitions added to cell
-    ``g_i``. The correctness rows are read back from the codes of :func:`_correctness_codes`
-    in the order of :func:`~.kernels_dynamics.correctness_pass` (arrangements, then depths)."""
+    ``g_i``. The correctness rows are read back from the codes of :func:`correctness_codes`
+    (:func:`code_terms`) in the order of :func:`depthtraj.analysis.dynamics.kernels.correctness_pass`
+    (arrangements, then depths)."""
     inc_out, rho, rho_n, prom_out, adv_out, cgrid_out, corr_D, corr_Q, trans, trans_n = dyn_out
     for ii in range(nb):
         q = qi[ii]
@@ -427,17 +530,14 @@ def _dynamics_block(nb, qi, nA, wA, K, lab, q_all, q_ok, G, S, SC, G0, g0_of, g_
             corr_D[2, q, p, v] = 0.0
         for a in range(nA[ii]):
             for v in range(SC):
-                cd = ccode[a, v, ii]
-                c_t = (cd & 1) != 0
-                c_T = (cd & 2) != 0
-                differ = (cd & 4) == 0
+                c_t, c_T, differ, tr = code_terms(ccode[a, v, ii])
                 corr_D[0, q, p, v] += w if c_t else 0.0
                 corr_D[1, q, p, v] += ((1.0 if c_T else 0.0) - (1.0 if c_t else 0.0)) * w
                 corr_D[2, q, p, v] += w if differ else 0.0
                 if differ and g0_of[v] >= 0:
                     eps += w
                 if known:
-                    trans[g_i, _TRANSITION_OF_CODE[cd], p, v] += w
+                    trans[g_i, tr, p, v] += w
         corr_Q[1, q, p] = eps / G0 if G0 > 0 else np.nan
         corr_Q[2, q, p] = 1.0
         if known:
@@ -482,19 +582,19 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
       D_j over the union depths and T (last bin), each question weighing 1 spread over its
       arrangements; only questions with a finite summary. Cumulative sums give F_j(d)
       (``pd:cor:depth``) and the gain profiles (``arxiv:eq:depth-gains``).
-    * ``dyn_out`` (empty arrays without ``dyn``), the §4 summaries of
-      :mod:`.kernels_dynamics` over the same chunk, equal to theirs (same tests, same tie rule,
-      weights 1/A_i): ``inc`` ``[INCREMENT_FIELDS, question, precision]`` and the ρ histogram
-      summed per cell ``rho`` ``[group, precision, RHO_BINS]`` with ``rho_n`` ``[group,
-      precision]`` complete questions (:func:`~.kernels_dynamics.increments_pass` over the
-      visited depths, ``pd:eq:tau``); ``promoted`` ``[question, precision, grid-0 depth]``,
-      ``advanced``, ``complete_grid`` ``[question, precision]``
-      (:func:`~.kernels_dynamics.promotion_pass` on grid 0); ``corr_D`` ``[acc, acc_change,
-      disagree; question, precision, S - 1]``, ``corr_Q`` ``[acc_T, eps, complete; question,
-      precision]``, the five transitions summed per cell ``trans`` ``[group, 5, precision, S -
-      1]`` with ``trans_n`` ``[group, precision]``
-      (:func:`~.kernels_dynamics.correctness_pass` with ``n_groups > 0``, depths < T, ε on grid
-      0). NaN where a family's (question, arm) is incomplete.
+    * ``dyn_out`` (empty arrays without ``dyn``), the §4 summaries of the same chunk, through
+      the same lane kernels as the lazy §4 kernels of :mod:`depthtraj.analysis.dynamics.kernels`
+      (:func:`increment_lanes`, :func:`correctness_codes`, :func:`promotion_rule`; same tests,
+      same tie rule, weights 1/A_i): ``inc`` ``[INCREMENT_FIELDS, question, precision]`` and the
+      ρ histogram summed per cell ``rho`` ``[group, precision, RHO_BINS]`` with ``rho_n``
+      ``[group, precision]`` complete questions (``increments_pass`` over the visited depths,
+      ``pd:eq:tau``); ``promoted`` ``[question, precision, grid-0 depth]``, ``advanced``,
+      ``complete_grid`` ``[question, precision]`` (``promotion_pass`` on grid 0); ``corr_D``
+      ``[acc, acc_change, disagree; question, precision, S - 1]``, ``corr_Q`` ``[acc_T, eps,
+      complete; question, precision]``, the five transitions summed per cell ``trans``
+      ``[group, 5, precision, S - 1]`` with ``trans_n`` ``[group, precision]``
+      (``correctness_pass`` with ``n_groups > 0``, depths < T, ε on grid 0). NaN where a
+      family's (question, arm) is incomplete.
 
     The same arithmetic as :func:`ladder_at` (every bound and pass test bitwise equal), laid
     out for SIMD: questions are taken cell by cell in blocks of :data:`BLOCK`, each block's
@@ -578,6 +678,8 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
     Bd = B if dyn else 0
     lab = np.empty(Bd, dtype=np.int64)
     argT = np.empty(Bd, dtype=np.int64)
+    topT = np.empty(Bd)
+    finT = np.empty(Bd, dtype=np.bool_)
     okA = np.empty(Bd, dtype=np.bool_)
     q_all = np.empty(Bd, dtype=np.bool_)
     imax = np.empty(Bd)
@@ -636,44 +738,15 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                                 Dg[g, f, ii] = fT
                                 pos[g, f, ii] = J
                     if dyn:  # the winner at T (lowest maximiser) and 1{y_T = y*}
+                        winner_lanes(Y, real, nb, C, topT, argT, finT)
                         for ii in range(nb):
                             okA[ii] = okT[ii]
-                            t_ = -np.inf
-                            w_ = 0
-                            for c in range(C):
-                                x = Y[c, ii]
-                                gt = real[c, ii] & (x > t_)
-                                w_ = c if gt else w_
-                                t_ = x if gt else t_
-                            argT[ii] = w_
-                            caccT[ii] += wA[ii] if (okT[ii] & (w_ == lab[ii])) else 0.0
+                            caccT[ii] += wA[ii] if (okT[ii] & (argT[ii] == lab[ii])) else 0.0
                     for v in range(S):
                         jj = sweep_idx[v]
                         j = union_of[v]
-                        for ii in range(nb):
-                            q = qi[ii]
-                            for c in range(C):
-                                Xc[c, ii] = np.float64(s[q, jj, c, a, p])
-                        # winner (lowest maximiser), finiteness of the real candidates
-                        for ii in range(nb):
-                            top[ii] = -np.inf
-                            arg[ii] = 0
-                            fin[ii] = True
-                            ties[ii] = 0  # the gap extrema of _geometry_depth
-                            dmax[ii] = -np.inf
-                            dmin[ii] = np.inf
-                            dsum[ii] = 0.0
-                            second[ii] = -np.inf
-                            hmax[ii] = -np.inf
-                            ymax[ii] = -np.inf
-                        for c in range(C):
-                            for ii in range(nb):
-                                x = Xc[c, ii]
-                                rl = real[c, ii]
-                                fin[ii] = fin[ii] & (np.isfinite(x) | (not rl))
-                                gt = rl & (x > top[ii])
-                                arg[ii] = c if gt else arg[ii]
-                                top[ii] = x if gt else top[ii]
+                        load_lanes(s, qi, nb, jj, a, p, C, Xc)
+                        winner_lanes(Xc, real, nb, C, top, arg, fin)
                         if j >= 0:
                             _geometry_depth(Xc, Y, real, nb, C, arg, top, fin, ties, dmax, dmin, dsum, da, ya,
                                             second, hmax, ymax, okT, kf, wA, lseT, accL, uq, Lb, lane[j])
@@ -694,14 +767,13 @@ def geometry_pass(s, K, A_used, codes, n_groups, union_idx, t_idx, member, union
                             for ii in range(nb):
                                 okA[ii] = okA[ii] & fin[ii]
                             if v >= 1:  # the adjacent increment d = s_v - s_{v-1} (pd:eq:tau)
-                                _increment_depth(Xc, Xp, real, nb, C, okT, wA, imax, imin, inc, binbuf[a, v])
+                                increment_lanes(Xc, Xp, real, nb, C, okT, wA, imax, imin, inc, binbuf[a, v])
                             if v < S - 1:  # correctness at t < T (r3:eq:correctness)
-                                _correctness_codes(nb, arg, argT, lab, ccode[a, v])
+                                correctness_codes(nb, arg, argT, lab, ccode[a, v])
                             gp = g0_of[v]
                             if gp >= 0:  # promotion sets on grid 0 (pd:app:eq:promotion-set)
-                                for ii in range(nb):
-                                    pro = okT[ii] & uq[ii] & (Lb[3, ii] > 0.0) & (not (Lb[0, ii] > 0.0))
-                                    pacc[gp, ii] += wA[ii] if pro else 0.0
+                                for ii in range(nb):  # uq: a valid unique winner, okT included
+                                    pacc[gp, ii] += wA[ii] if promotion_rule(uq[ii], Lb[3, ii], Lb[0, ii]) else 0.0
                         if dyn:  # the next depth's increment starts here
                             for c in range(C):
                                 for ii in range(nb):
