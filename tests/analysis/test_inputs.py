@@ -32,9 +32,37 @@ def test_normalisations_are_the_paper_divisors(text_store):
         want = np.where(real, want, np.nan).astype(np.float32)
         np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True, err_msg=name)
         assert np.isnan(got[~np.broadcast_to(real, got.shape)]).all()
+    # lm-eval's acc_norm divides by the answer text's characters, the target delimiter " " not counted
+    got = normalized_score(ds, "lmeval")["score"].values
+    want = np.where(real, total / np.where(n_chr - 1 > 0, n_chr - 1, np.nan), np.nan).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
     # the stored score is the character mean
     np.testing.assert_allclose(normalized_score(ds, "char")["score"].values, ds.score.values, rtol=1e-5, equal_nan=True)
     assert normalized_score(ds, None) is ds
+
+
+def test_lmeval_accuracy_is_the_argmax_of_its_scores(capsys, text_store):
+    """``--normalization sum`` / ``lmeval`` reproduce lm-eval's acc / acc_norm at the endpoint:
+    the share of (question, arrangement) whose argmax (first maximum) of logprob_sum / L is the
+    label, arrangements averaged within questions."""
+    ds = open_store(text_store)
+    T = int(ds.depth.values[-1])
+    total = ds.logprob_sum.sel(depth=T).values.astype(np.float64)  # q, c, a, p
+    n_chr = ds.n_chars.values.astype(np.float64)
+    K, label = ds.n_candidates.values, ds.label.values
+    tasks = np.array([str(t) for t in np.asarray(ds.task.values).tolist()])
+    for name, L in (("sum", np.ones_like(n_chr)), ("lmeval", n_chr - 1)):
+        code = run_analyze([text_store], grids=["quarter"], bootstrap=0, fmt="json", normalization=name, sections="4")
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        rows = json.loads(out)["analyses"][0]["tables"]["accuracy"]["rows"]
+        for row in rows:
+            per_q = []
+            for i in np.flatnonzero(tasks == row["task"]):
+                hits = [float(np.argmax(total[i, :K[i], a, 0] / L[i, :K[i]]) == label[i])
+                        for a in range(ds.sizes["arrangement"]) if np.isfinite(total[i, :K[i], a, 0]).all()]
+                per_q.append(np.mean(hits))
+            assert row["A_T"] == pytest.approx(100 * np.mean(per_q), abs=1e-9), name
 
 
 def test_selection_keeps_matching_questions(text_store):

@@ -126,9 +126,10 @@ SeedOpt = Annotated[int, typer.Option(metavar="SEED", help="Bootstrap seed.")]
 LevelOpt = Annotated[float, typer.Option(metavar="LEVEL", help="Interval coverage, in (0, 1).")]
 NormalizationOpt = Annotated[
     Optional[str],
-    typer.Option(metavar="sum|token|char[,...]",
+    typer.Option(metavar="sum|token|char|lmeval[,...]",
                  help="Text stores: score as sum | token | char mean of the continuation log-likelihood "
-                      "(a list analyses each)."),
+                      "(char: the paper's, leading space included) | lmeval (lm-evaluation-harness's acc_norm: "
+                      "per character of the answer text without the leading space); a list analyses each."),
 ]
 SelectOpt = Annotated[
     list[str],

@@ -30,7 +30,11 @@ __all__ = [
 #: Cell groupings: option value -> per-question coordinate.
 BY: dict[str, str] = {"task": "task", "subject": "subject", "K": "n_candidates"}
 #: Text-score normalisations (``pd:app:eq:text-scoring``): name -> divisor variable (None: 1).
-NORMALIZATIONS: dict[str, str | None] = {"sum": None, "token": "n_tokens", "char": "n_chars"}
+NORMALIZATIONS: dict[str, str | None] = {"sum": None, "token": "n_tokens", "char": "n_chars", "lmeval": "n_chars"}
+"""Text-score normalisations and the variable each divides ``logprob_sum`` by: ``sum`` (L = 1),
+``token`` (n_k), ``char`` (ℓ_k, the paper's: the continuation's characters, leading delimiter
+included; ``pd:app:eq:text-scoring``) and ``lmeval`` (lm-evaluation-harness's ``acc_norm``: the
+answer text's characters without the target delimiter, ℓ_k − len(target_delimiter))."""
 _ALIASES = {"K": "n_candidates", "k": "n_candidates"}
 
 
@@ -57,7 +61,8 @@ def normalized_score(ds, normalization: str | None):
     ds
         a store Dataset.
     normalization
-        ``None`` (the stored score), ``'sum'``, ``'token'`` or ``'char'``.
+        ``None`` (the stored score), ``'sum'``, ``'token'``, ``'char'`` or ``'lmeval'``
+        (:data:`NORMALIZATIONS`).
 
     Returns
     -------
@@ -91,6 +96,12 @@ def normalized_score(ds, normalization: str | None):
         score = total
     else:
         d = ds[divisor].astype(np.float64)
+        if normalization == "lmeval":  # lm-eval divides by len(choice), the delimiter not counted
+            try:
+                delim = str(ds.attrs["depthtraj"]["readout"].get("target_delimiter", " "))
+            except (KeyError, TypeError, AttributeError):
+                delim = " "
+            d = d - len(delim)
         score = total / d.where(d > 0)
     score = score.where(real).astype(ds["score"].dtype).transpose(*L.SCORE_DIMS)
     out = ds.assign(score=score)
