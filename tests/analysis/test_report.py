@@ -229,3 +229,13 @@ def test_depth_area_gives_pr_before_T_for_every_criterion_nested(report_dir):
         assert max(b["mean"], b["LSE"]) <= b["env"] + eps and b["env"] <= b["q"] + eps
         if doc["bootstrap"]["draws"]:
             assert all(r[f"before_{j}_lo"] <= b[j] + eps <= r[f"before_{j}_hi"] + 2 * eps for j in b)
+
+
+def test_items_of_sections_not_requested_say_so(tmp_path):
+    store = synthetic_store(tmp_path / "f1.zarr", n=24, endpoint=6, readout="label", chunk_size=8)
+    out = tmp_path / "rep"
+    assert run_report([store], out=out, bootstrap=0, sections="5", normalization="auto") == 0
+    items = _sections((out / "report.md").read_text())
+    assert "section 3 was not requested" in items["pd:app:fig:label-increments"]
+    assert "section 3 was not requested" in items["pd:app:tab:levels"]
+    assert "![" in items["pd:fig:mass"]  # §5 is drawn

@@ -184,6 +184,7 @@ class Computed:
     document: dict
     jobs: list
     store_attrs: dict[str, dict]
+    sections: frozenset[int] = frozenset({3, 4, 5, 6})
 
 
 def _error(message: str) -> int:
@@ -327,7 +328,7 @@ def compute_analysis(
     _add_inputs(document, admitted, found, allow_defects)
     attrs = {str(p): dict(ds.attrs) for p, ds in opened}
     return Computed(analyses=analyses, comparisons=comparisons, skipped=skipped_cmp, document=document,
-                    jobs=jobs, store_attrs=attrs)
+                    jobs=jobs, store_attrs=attrs, sections=frozenset(wanted))
 
 
 def run_analyze(

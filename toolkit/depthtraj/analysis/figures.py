@@ -42,7 +42,8 @@ class DrawnFigure:
 
 def draw_figures(directory: Path, document: dict, *, sections: frozenset[int] | None = None) -> list[DrawnFigure]:
     """Draw every registered figure (of ``sections``, default all) the document supports into
-    ``directory``; the others come back with the one-line reason naming the store they need."""
+    ``directory``; the others come back with the one-line reason naming the store they need (or
+    the section that was not requested)."""
     from .engine import figures
     from .sections import load
 
@@ -52,6 +53,8 @@ def draw_figures(directory: Path, document: dict, *, sections: frozenset[int] | 
     out = []
     for spec in figures():
         if sections is not None and spec.section not in sections:
+            out.append(DrawnFigure(spec.name, spec.label, spec.aliases, spec.caption, spec.section, (),
+                                   f"not drawn: section {spec.section} was not requested (--sections)"))
             continue
         got = spec.draw(document, directory)
         files, why = (tuple(Path(p) for p in got), "") if not isinstance(got, str) else ((), got)

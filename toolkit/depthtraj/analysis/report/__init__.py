@@ -208,7 +208,7 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
     table_specs = {t.label: t for t in engine.tables() if t.label}
     comparison_specs = {c.label: c for c in engine.comparisons() if c.label}
     drawn = {}
-    for f in draw_figures(figure_dir, document):
+    for f in draw_figures(figure_dir, document, sections=getattr(computed, "sections", None)):
         for lab in (f.label, *f.aliases):
             drawn[lab] = f
     items: list[ReportItem] = []
