@@ -85,6 +85,37 @@ def test_packed_equals_the_models_own_forward(adapter):
             terms = lp[torch.arange(len(prompt) - 1, len(prompt) + len(cont) - 1), torch.tensor(cont)]
             assert r.logprob_sum[0, t - 1, k] == pytest.approx(float(terms.sum()), abs=1e-5)
             assert r.logprob_first[0, t - 1, k] == pytest.approx(float(terms[0]), abs=1e-5)
+            top = lp[torch.arange(len(prompt) - 1, len(prompt) + len(cont) - 1)].argmax(-1)
+            assert r.greedy[0, t - 1, k] == int(bool((top == torch.tensor(cont)).all()))
+
+
+def test_greedy_flags_the_models_own_greedy_continuation(adapter):
+    """lm-eval's is_greedy per depth: a continuation decoded greedily from the model's own forward
+    at depth T is flagged 1 at T (in packed and unshared runs alike); a continuation that differs
+    in its first token is flagged 0; padding is -1."""
+    prompts, conts = _items(adapter)
+    prompt = prompts[0]
+    r0 = adapter.text_readout(prompts[:1], conts[:1], [3], T, FP32)
+    packed = _pack(prompts[:1], conts[:1], adapter.pad_token_id)
+    h0 = adapter._packed_initial_state(packed, [3], FP32)
+    split = _unshare(packed)
+    # decode two tokens greedily at depth T behind the prompt, from the rows continuation 0 starts from
+    rows = torch.as_tensor(split.state_rows[0, : len(prompt) + 2])
+    seq = list(prompt)
+    for _ in range(2):
+        with torch.inference_mode():
+            logits = adapter.own_forward_logits(torch.tensor([seq]), T, state=h0[0, rows[: len(seq)]][None].clone())[0]
+        seq.append(int(logits[-1].argmax()))
+    greedy_cont = seq[len(prompt):]
+    other = [(greedy_cont[0] + 1) % logits.shape[-1], greedy_cont[1]]
+    conts_g = [[greedy_cont, other, conts[0][2]]]
+    r = adapter.text_readout(prompts[:1], conts_g, [3], T, FP32)
+    apart = adapter.text_readout(prompts[:1], conts_g, [3], T, FP32, shared_prefix=False)
+    assert r.greedy[0, T - 1, 0] == 1 and r.greedy[0, T - 1, 1] == 0
+    np.testing.assert_array_equal(r.greedy, apart.greedy)
+    assert set(np.unique(r0.greedy)) <= {0, 1}
+    r2 = adapter.text_readout(prompts, conts, [7, 8], T, FP32)
+    assert (r2.greedy[1, :, 2] == -1).all() and r2.greedy.dtype == np.int8
 
 
 def test_block_mask_and_restarted_positions_are_what_make_it_equal(adapter, monkeypatch):

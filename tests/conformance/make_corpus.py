@@ -170,8 +170,8 @@ _DEPTH_STATS = ("logsumexp", "latent_step_norm", "exit_gate")
 def _balanced(path: Path):
     """6 text questions (K = [5, 4, 5, 5, 3, 3], chunks of 3) under the balanced design of each
     question's own K (depthtraj.tasks.arrangement_orders(K, 4): A = 5, arrangements past K
-    unused), with logsumexp, latent_step_norm and an exit_gate in (0, 1); every value of an
-    unused arrangement is NaN (n_tokens 0)."""
+    unused), with logsumexp, latent_step_norm, an exit_gate in (0, 1) and greedy flags (0/1,
+    -1 past K); every value of an unused arrangement is NaN (n_tokens 0, greedy -1)."""
     from depthtraj.tasks import arrangement_orders
 
     g = _mixed(path, readout="text", normalization="char", arrangements=5,
@@ -183,6 +183,14 @@ def _balanced(path: Path):
     )
     gate[...] = np.random.default_rng(5).uniform(0.05, 0.95, size=ref.shape).astype(np.float32)
     K = np.asarray(g["n_candidates"][...])
+    s = g["score"]
+    greedy = g.create_array(
+        "greedy", shape=s.shape, dtype="int8", chunks=s.chunks,
+        dimension_names=s.metadata.dimension_names, fill_value=-1,
+    )
+    flags = np.random.default_rng(6).integers(0, 2, size=s.shape).astype(np.int8)
+    real = np.arange(s.shape[2])[None, None, :, None, None] < K[:, None, None, None, None]
+    greedy[...] = np.where(real, flags, -1).astype(np.int8)
     order = arrangement_orders(K.tolist(), 4)
     g["arrangement_order"][...] = order
     for q, a in zip(*np.nonzero(order[:, :, 0] < 0)):
@@ -200,6 +208,8 @@ def _blank_arrangement(g, q: int, a: int) -> None:
     for name in _DEPTH_STATS:
         if name in g:
             g[name][q, :, a, :] = np.nan
+    if "greedy" in g:
+        g["greedy"][q, :, :, a, :] = -1
 
 
 def _recreate(g, name, data=None, *, dtype=None, chunks=None, dims=None, fill_value=None):
@@ -272,7 +282,7 @@ def _(p):
 @case(
     "valid", "balanced_unused_arrangements",
     "Text readout (char), K in {3, 4, 5} under each K's balanced design (A = 5; arrangements past "
-    "K unused: all -1, NaN values, n_tokens 0), with logsumexp, latent_step_norm and exit_gate.",
+    "K unused: all -1, NaN values, n_tokens 0), with logsumexp, latent_step_norm, exit_gate and greedy.",
 )
 def _(p):
     _balanced(p)
@@ -707,6 +717,18 @@ def _(p):
 def _(p):
     g = _balanced(p)
     g["exit_gate"][1, 0, 2, 0] = np.inf
+
+
+@case("invalid", "data_014_greedy_past_k", "greedy is 1 past K (q=4, K=3, candidate 4).", ("DT-DATA-014",))
+def _(p):
+    g = _balanced(p)
+    g["greedy"][4, 0, 4, 0, 0] = 1
+
+
+@case("invalid", "data_014_greedy_not_a_flag", "greedy is 2 for a real candidate of a used arrangement.", ("DT-DATA-014",))
+def _(p):
+    g = _balanced(p)
+    g["greedy"][1, 2, 0, 0, 0] = 2
 
 
 @case("invalid", "data_012_empty_candidate_text", "candidate_text[1, 0] is '' for a real candidate.", ("DT-DATA-012",))

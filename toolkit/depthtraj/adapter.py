@@ -110,6 +110,10 @@ class _TextArrays(NamedTuple):
     prompt token (the distribution of every continuation's first token)."""
     latent_step_norm: np.ndarray
     """``[batch, depth]`` float32: ``||h_t - h_{t-1}||_2`` at the last prompt token."""
+    greedy: np.ndarray | None = None
+    """``[batch, depth, k_max]`` int8: 1 when every token of the continuation is the argmax
+    (first maximum) of the model's distribution at its position at depth t (lm-eval's
+    ``is_greedy``), 0 when not, -1 past the item's continuations."""
 
 
 class TextReadout(_TextArrays):
@@ -864,6 +868,7 @@ class LoopedLMAdapter(abc.ABC):
         k_max = packed.n_tokens.shape[1]
         first_lp = torch.empty((batch, n_steps, k_max), dtype=torch.float32, device=dev)
         sum_lp = torch.empty((batch, n_steps, k_max), dtype=torch.float32, device=dev)
+        greedy = torch.empty((batch, n_steps, k_max), dtype=torch.bool, device=dev)
         logsumexp = torch.empty((batch, n_steps), dtype=torch.float32, device=dev)
 
         if shared_prefix:
@@ -882,6 +887,11 @@ class LoopedLMAdapter(abc.ABC):
                 first_lp[:, t] = head
                 sum_lp[:, t] = head + rest[:, :k_max]
                 logsumexp[:, t] = lse[:, 0]
+                # lm-eval's is_greedy: every continuation token is its position's argmax
+                top = logits.argmax(dim=-1)  # [batch, R], first maximum
+                misses = torch.zeros((batch, k_max + 1), dtype=torch.int64, device=dev)
+                misses.scatter_add_(1, owner[:, 1:], (top[:, 1:] != target[:, 1:]).to(torch.int64))
+                greedy[:, t] = (top[:, :1] == first) & (misses[:, :k_max] == 0)
 
             step_norm, extras = self._recur(
                 ids, arm, n_steps, read_at=read_at, stat_at=read_at[:, 0], consume=consume,
@@ -909,6 +919,7 @@ class LoopedLMAdapter(abc.ABC):
                 first_lp[rows_of, t, cand] = lp[:, 0]
                 sum_lp[rows_of, t, cand] = row_sum
                 logsumexp[:, t] = lse[lead, 0]
+                greedy[rows_of, t, cand] = torch.where(valid, logits.argmax(dim=-1) == target, True).all(dim=1)
 
             step_norm_u, extras_u = self._recur(
                 ids, arm, n_steps, read_at=read_at, stat_at=read_at[:, 0], consume=consume,
@@ -924,6 +935,7 @@ class LoopedLMAdapter(abc.ABC):
             packed.n_tokens,
             logsumexp.cpu().numpy(),
             step_norm.cpu().numpy(),
+            np.where(real, greedy.cpu().numpy(), -1).astype(np.int8),
             extras={k: v.cpu().numpy() for k, v in extras.items()},
         )
 

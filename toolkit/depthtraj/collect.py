@@ -502,7 +502,8 @@ def collect(
         device=_device_name(device),
         notes="; ".join(notes),
     )
-    store_optional = tuple(dict.fromkeys([*optional, *extras]))
+    # text readouts also record lm-eval's per-candidate greedy flag at every depth
+    store_optional = tuple(dict.fromkeys([*optional, *extras, *(["greedy"] if readout == "text" else [])]))
     created = False
     try:
         if exists:
@@ -703,6 +704,8 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
     for name in variables:
         if L.VARIABLES[name].dims == L.DEPTH_STAT_DIMS:
             full[name] = np.full((n, depths, a_max, p), np.nan, dtype=np.float32)
+    if "greedy" in variables:
+        full["greedy"] = np.full((n, depths, k_max, a_max, p), -1, dtype=np.int8)
     n_chars = np.zeros((n, k_max), dtype=np.float32)
     for r, cands in enumerate(qs.candidate_text[region]):
         n_chars[r, : len(cands)] = [len(TARGET_DELIMITER + c) for c in cands]
@@ -727,6 +730,8 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
                     full["logprob_first"][local, :, :k, a, j] = r.logprob_first[row, :, :k]
                     full["score"][local, :, :k, a, j] = r.logprob_sum[row, :, :k] / n_chars[local, :k]
                     full["n_tokens"][local, :k, a] = r.n_tokens[row, :k]
+                    if "greedy" in full and r.greedy is not None:
+                        full["greedy"][local, :, :k, a, j] = r.greedy[row, :, :k]
                 stats = {"logsumexp": r.logsumexp, "latent_step_norm": r.latent_step_norm, **r.extras}
                 for name, value in stats.items():
                     if name in full and full[name].ndim == 4:

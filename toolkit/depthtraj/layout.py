@@ -101,6 +101,13 @@ VARIABLES: dict[str, ArraySpec] = {
             "||h_t - h_{t-1}||_2 of the latent state at the answer position (h_0 = initial state).",
         ),
         ArraySpec(
+            "greedy", SCORE_DIMS, "int", "optional",
+            "1 when every token of the candidate's continuation (text readouts) is the argmax, "
+            "first maximum, of the model's distribution at its position at depth t "
+            "(lm-evaluation-harness's is_greedy), else 0; -1 for candidate >= n_candidates and "
+            "in unused arrangements.",
+        ),
+        ArraySpec(
             "exit_gate", DEPTH_STAT_DIMS, "float", "optional",
             "The model's own per-step exit gate at the answer position (Ouro's lambda_t), as the "
             "adapter's step_extras returns it; NaN in unused arrangements.",
@@ -119,7 +126,7 @@ OPTIONAL: tuple[str, ...] = tuple(n for n, s in VARIABLES.items() if s.need == "
 #: question is known when the store is created).
 DATA_VARIABLES: tuple[str, ...] = (
     "score", "logprob_sum", "logprob_first", "n_tokens", "logsumexp", "latent_step_norm",
-    "exit_gate",
+    "exit_gate", "greedy",
 )
 
 __all__ = [

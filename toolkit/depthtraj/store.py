@@ -184,7 +184,10 @@ def build_template(
             n_chars[i, : len(cands)] = [len(delim + c) for c in cands]
         data["n_chars"] = ((L.QUESTION, L.CANDIDATE), n_chars)
     for name in optional:
-        data[name] = (L.DEPTH_STAT_DIMS, lazy((n, t, a, p), np.nan, sdt))
+        if name == "greedy":  # per candidate, an int8 flag; -1 where there is no candidate
+            data[name] = (L.SCORE_DIMS, lazy((n, t, k, a, p), -1, np.int8))
+        else:
+            data[name] = (L.DEPTH_STAT_DIMS, lazy((n, t, a, p), np.nan, sdt))
 
     seeds = np.asarray(questions.seed if questions.seed else [0] * n, dtype=np.int64)
     coords = {
@@ -210,6 +213,8 @@ def build_template(
     for name, var in ds.variables.items():
         if var.dims and var.dims[0] == L.QUESTION:
             encoding[name] = {"chunks": (cs,) + var.shape[1:]}
+    if "greedy" in encoding:  # -1 (no candidate) as the fill: an all-0 chunk is data, and is stored (DT-DATA-013)
+        encoding["greedy"]["fill_value"] = -1
     return ds, encoding
 
 

@@ -358,6 +358,18 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
                 f"is {_g(expected[loc])} (normalization {norm!r})",
             )
 
+    # DT-DATA-014: greedy (lm-eval's is_greedy per candidate and depth).
+    if "greedy" in ok and exb is not None:
+        g = ch.read("greedy")
+        exg = np.broadcast_to(exb, g.shape)
+        col.cells(
+            "DT-DATA-014", "greedy", np.where(exg, (g != 0) & (g != 1), g != -1), ch.path("greedy"),
+            lambda loc, g=g: f"{ch.qid(loc)}: greedy is {int(g[loc])} "
+            + (f"for a real candidate ({kmsg(loc, 2)}); expected 0 or 1" if exg[loc] else
+               (f"past the candidates ({kmsg(loc, 2)})" if loc[2] >= K[loc[0]] else f"in unused arrangement {loc[3]}")
+               + "; expected -1"),
+        )
+
     # DT-DATA-011: latent_step_norm, exit_gate.
     for var, floor in (("latent_step_norm", 0.0), ("exit_gate", -np.inf)):
         if var not in ok:

@@ -233,10 +233,17 @@ _RULES: list[Rule] = [
         "DT-DATA-013", "error", "data", "4.2",
         "Every stored chunk of every array MUST decode to the array's data type and chunk "
         "shape, and every chunk of a data variable (`score`, `logprob_*`, `n_tokens`, "
-        "`logsumexp`, `latent_step_norm`, `exit_gate`) that covers a complete question MUST be "
-        "stored (an absent chunk reads as the fill value).",
+        "`logsumexp`, `latent_step_norm`, `exit_gate`, `greedy`) that covers a complete question "
+        "MUST be stored (an absent chunk reads as the fill value).",
         "rerun the collection of the named chunk's questions (depthtraj collect --resume after "
         "marking them incomplete), or restore the file from a copy",
+    ),
+    Rule(
+        "DT-DATA-014", "error", "data", "5",
+        "`greedy`, when present, MUST be 0 or 1 where the candidate exists in a used arrangement "
+        "and -1 past n_candidates and in unused arrangements.",
+        "store 1 when every continuation token is the argmax of its position's distribution, "
+        "else 0; -1 where there is no candidate",
     ),
 ]
 

@@ -20,6 +20,7 @@ __all__ = [
     "arrays",
     "cell_of",
     "cell_title",
+    "figure_title",
     "group_rows",
     "legend_below",
     "pyplot",
@@ -119,8 +120,9 @@ def safe_name(*parts: Any) -> str:
 
 
 def legend_below(fig, axes, ncol: int = 4) -> None:
-    """One legend for the figure, below the panels (off the data), from the first panel's
-    handles."""
+    """One legend for the figure, below the panels (off the data), from the handles of every
+    panel, each label once (labels starting with ``_`` left out); :func:`save` lays the panels
+    out above it."""
     handles, labels = [], []
     for ax in np.ravel(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -132,12 +134,26 @@ def legend_below(fig, axes, ncol: int = 4) -> None:
                    bbox_to_anchor=(0.5, 0.0))
 
 
-def save(fig, path: Path, *, label: str, panels: int, legend_rows: int = 1) -> Path:
-    """Lay out ``fig`` (room for a legend below), write it to ``path`` (PNG) with its paper label
-    and panel count in the metadata, close it and return the path."""
+def figure_title(fig, text: str) -> None:
+    """A figure-level title (the model and the panel group), left-aligned above the panels, so
+    the panels' own titles stay short enough for the paper's column width."""
+    fig.suptitle(text, x=0.01, ha="left", fontsize=_STYLE["axes.titlesize"])
+
+
+def save(fig, path: Path, *, label: str, panels: int) -> Path:
+    """Lay out ``fig``, write it to ``path`` (PNG) with its paper label and panel count in the
+    metadata (``depthtraj:label``, ``depthtraj:panels``), close it and return the path.
+
+    The figure legend (:func:`legend_below`) is measured once drawn and the panels are laid out
+    above it, so it never covers data, tick labels or axis labels whatever its number of rows.
+    """
     plt = pyplot()
     h = fig.get_figheight()
-    bottom = min(0.4, (0.22 * legend_rows + 0.08) / h) if fig.legends else 0.0
+    bottom = 0.0
+    if fig.legends:
+        renderer = fig.canvas.get_renderer()
+        inches = max(leg.get_window_extent(renderer).height for leg in fig.legends) / fig.dpi
+        bottom = min(0.6, (inches + 0.05) / h)
     fig.tight_layout(rect=(0, bottom, 1, 1))
     path, i = Path(path), 1
     while path.exists():  # two stores with one name: never overwrite a figure already drawn

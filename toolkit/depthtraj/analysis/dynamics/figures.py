@@ -17,14 +17,19 @@ from ..core.plotting import (
     FULL_WIDTH,
     analyses_of,
     arrays,
+    figure_title,
     group_rows,
     legend_below,
     pyplot,
     safe_name,
     save,
+    task_name,
 )
 
 __all__ = ["prediction_figure"]
+
+#: line style per readout, so that curves of two readouts that coincide stay visible
+_STYLES = {"F1": "-", "F2": "--", "F3": ":"}
 
 
 def _transition_rows(document: dict) -> list[dict]:
@@ -55,16 +60,18 @@ def prediction_figure(document: dict, directory: Path) -> list[Path] | str:
             name = f"{readout} · {prec}" + (f" · {Path(store).stem}" if len({k[1:] for k in curves}) < len(curves) else "")
             for ax, key in ((axd, "disagreement"), (axa, "A_t")):
                 est, lo, hi = arrays(cr, key)
-                (line,) = ax.plot(t, est, lw=1.2, label=name)
+                (line,) = ax.plot(t, est, lw=1.2, label=name, ls=_STYLES.get(str(readout)[:2], "-"))
                 ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.18, lw=0)
         T = rs[0].get("T")
-        axd.set_ylabel(f"disagreement with depth-{T} winner (%)")
+        axd.set_ylabel("Pr(y_t ≠ y_T) (%)")
         axa.set_ylabel("accuracy A_t (%)")
         for ax in (axd, axa):
             ax.set_xlabel("depth t")
             ax.set_ylim(-2, 102)
-        axd.set_title(f"{model} · {task}: Pr(y_t ≠ y_T)", loc="left")
-        axa.set_title(f"{model} · {task}: accuracy (95 % pointwise intervals)", loc="left")
+        axd.set_title(f"disagreement with the own depth-{T} winner", loc="left")
+        axa.set_title("accuracy", loc="left")
+        figure_title(fig, f"{model} · {task_name(task)}: prediction trajectories, T={T} "
+                          "(shading: pointwise 95 % whole-question intervals)")
         legend_below(fig, (axd, axa), ncol=4)
         out.append(save(fig, Path(directory) / f"prediction_{safe_name(model, task)}.png",
                         label="pd:fig:prediction", panels=2))

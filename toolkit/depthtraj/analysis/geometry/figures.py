@@ -95,7 +95,7 @@ def text_geometry_figure(document: dict, directory: Path) -> list[Path] | str:
         axr.set_title(f"direction + pairing, grid {grid} T={rs[0].get('T')}", loc="left")
         legend_below(fig, (axl, axr), ncol=3)
         out.append(save(fig, Path(directory) / f"text-geometry_{safe_name(rs[0].get('model'), rs[0].get('readout'), Path(store).stem)}.png",
-                        label="pd:fig:text-geometry", panels=2, legend_rows=2))
+                        label="pd:fig:text-geometry", panels=2))
     return out
 
 
@@ -133,7 +133,7 @@ def _cdf(rows, grid, directory: Path, label: str, stem: str) -> list[Path]:
             ax.set_ylim(0, 102)
             ax.set_xlabel("depth d")
             ax.set_ylabel("F_j(d) (%)")
-            ax.set_title(f"{cell_title(cr[0], 'readout')} · {task} · {prec}", loc="left")
+            ax.set_title(f"{cell_title(cr[0], 'readout')} · {task_name(task)} · {prec}", loc="left")
         legend_below(fig, axes, ncol=5)
         out.append(save(fig, directory / f"{stem}_{safe_name(rs[0].get('model'), rs[0].get('readout'), Path(store).stem)}.png",
                         label=label, panels=len(cells)))
@@ -186,7 +186,7 @@ def ladder_figure(document: dict, directory: Path) -> list[Path] | str:
             ax.bar(d, gdp, bottom=gtr, color="tab:green", label="G_dp(d): direction and pairing", width=0.8)
             ax.set_xlabel("depth d")
             ax.set_ylabel("gain (pp)")
-            ax.set_title(f"{cell_title(cr[0])} · {task} · {prec} · T={cr[0].get('T')}", loc="left")
+            ax.set_title(f"{cell_title(cr[0])} · {task_name(task)} · {prec} · T={cr[0].get('T')}", loc="left")
         legend_below(fig, axes, ncol=2)
         out.append(save(fig, Path(directory) / f"ladder_{safe_name(rs[0].get('model'), rs[0].get('readout'), Path(store).stem)}.png",
                         label="pd:fig:ladder", panels=len(cells)))

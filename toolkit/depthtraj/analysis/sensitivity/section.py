@@ -152,13 +152,27 @@ def _format_conditioned(jobs, analyses, *, grids, endpoints, by, draws, seed, le
     return out, []
 
 
-def _text_variants(jobs, analyses, *, norms, text, **_):
-    """``pd:app:tab:text-variants``: W (§3) beside τ and accuracy (§4) per normalisation."""
-    from .variants import text_variants_table
+def _text_variants(jobs, analyses, *, norms, text, by, draws, seed, level, **_):
+    """``pd:app:tab:text-variants``: W (§3) beside τ and accuracy (§4) per normalisation, and Ξ
+    (§5's ``marginal`` table where §5 ran, else the same §5 kernel per store × readout × T)."""
+    from ..core.inputs import readout_info
+    from .variants import common_energy_cells, text_variants_table
 
-    if len(norms) > 1 and text:
-        return [text_variants_table(analyses)], []
-    return [], []
+    if not (len(norms) > 1 and text):
+        return [], []
+    readout_ds = {}
+    for path, ds, _ in jobs:  # the readout name of engine.analyze_store
+        info = readout_info(ds)
+        norm = ds.attrs.get("normalization") or info["normalization"]
+        readout_ds[(path, info["label"] + (f" {norm}" if info["kind"] == "text" else ""))] = ds
+    xi = {}
+    for an in analyses:
+        key = (an.store, an.readout, an.endpoint)
+        if "marginal" in an.tables or key in xi or key[:2] not in readout_ds:
+            continue
+        xi[key] = common_energy_cells(readout_ds[key[:2]], endpoint=an.endpoint, by=by, draws=draws, seed=seed,
+                                      level=level)
+    return [text_variants_table(analyses, xi=xi)], []
 
 
 register(
@@ -181,15 +195,16 @@ register(
                    caption="Same-question prediction and geometry under label (F1) and answer-text (F2) scoring: "
                            "correct endpoints, disagreement with the endpoint and the depth areas W (%).",
                    needs="needs a label store (F1) and an answer-text store (F2) of the same model and questions"),
-    ComparisonSpec("format_conditioned", frozenset({3, 4}), _format_conditioned,
+    ComparisonSpec("format_conditioned", frozenset({4}), _format_conditioned,
                    label="pd:app:tab:format-conditioned",
                    caption="Endpoint-conditioned comparisons (§6): the quotient-over-raw increment W_q − W_raw "
                            "(pp) on each format's own correct-endpoint subset, with n, and the paired "
                            "accuracy difference between the formats with the questions correct in both.",
                    needs="needs two stores of the same questions (e.g. label F1 and answer-text F2)"),
     ComparisonSpec("text_variants", frozenset({3, 4}), _text_variants, label="pd:app:tab:text-variants",
-                   caption="Every scoring variant on the same questions: correct endpoints, τ (%) and "
-                           "ΔW = W_q − W_raw (pp) on two grids, with 95 % paired intervals.",
+                   caption="Every scoring variant on the same questions: correct endpoints, the common-energy "
+                           "share Ξ (%), τ (%) and ΔW = W_q − W_raw (pp) on two grids, with 95 % paired "
+                           "intervals.",
                    needs="needs an answer-text store (its sum, token and char normalisations) and a label "
                          "store of the same questions"),
 )

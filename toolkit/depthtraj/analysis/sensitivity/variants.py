@@ -15,6 +15,12 @@ questions, per cell (task × precision arm):
   (:func:`~depthtraj.analysis.correctness.endpoint_agreement`), with its interval; arrangement a
   is paired with arrangement a when both stores display the same orders, otherwise all
   arrangement pairs are averaged.
+
+Beside it, :func:`format_conditioned_table` gives §6's endpoint-conditioned comparisons
+(W_q − W_raw on each format's own correct-endpoint subset, with the same tie rule, left-out
+questions and paired draws as ``format``), and :func:`text_variants_table` the scoring variants
+of ``pd:app:tab:text-variants`` (correct, Ξ, τ, ΔW per grid), Ξ coming from §5's kernel
+(:func:`common_energy_cells`) when the analysis did not run §5.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from ... import layout as L
 from ..core.grid import format_depths, parse_grid, resolve_endpoint
 from ..core.tables import Column, Table, with_cell
 
-__all__ = ["conditioned_summaries", "format_conditioned_table", "format_table", "shared_questions", "text_variants_table"]
+__all__ = ["common_energy_cells", "conditioned_summaries", "format_conditioned_table", "format_table", "shared_questions",
+           "text_variants_table"]
 
 
 def shared_questions(first, second) -> list[str]:
@@ -202,67 +209,98 @@ def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str],
                  groups={"value": "per format", "difference": "paired differences and endpoint agreement"})
 
 
-def conditioned_summaries(ds, grid: str = "quarter", endpoint: int | None = None):
-    """Per question, the correct-endpoint weight and the conditioned increment of one store.
+def conditioned_summaries(ds, grid="quarter", endpoint: int | None = None):
+    """Per question, the endpoint correctness and the conditioned increment of one store
+    (§6 "Endpoint-conditioned comparisons", ``pd:eq:format-summaries``, ``pd:eq:depth-area``).
 
-    With c_{i,a} = 1{y_{i,T} = y*_i} (endpoint winner equals the label; ties → lowest identity,
-    as :func:`~depthtraj.analysis.dynamics.correctness.winners`) and
-    d_{i,a} = (D_{raw,i,a} − D_{q,i,a}) / T (``pd:eq:depth-area``: the question's contribution to
-    W_q − W_raw) on the grid, averaged over the question's used arrangements first:
+    With y_{i,T,a} the endpoint winner (ties → lowest identity), c_{i,a} = 1{y_{i,T,a} = y*_i}
+    and d_{i,a} = (D_{raw,i,a} − D_{q,i,a}) / T (the question's contribution to W_q − W_raw on
+    the grid), over the A_i arrangements the question uses:
 
-    * ``w[question, precision] = mean_a c_{i,a}`` (1 or 0 with one arrangement);
-    * ``s[question, precision] = mean_a c_{i,a} d_{i,a}``.
+    * ``acc[question, precision] = (1/A_i) Σ_a c_{i,a}``: exactly the per-question endpoint
+      accuracy that the ``format`` table's Correct and A_f sum (``acc_T`` of
+      :func:`~depthtraj.analysis.dynamics.correctness.correctness_summary`, the compiled kernel of
+      the pass): NaN where the (question, arm) is incomplete (K_i < 2 or a used arrangement not
+      finite at a depth ≤ T) or y*_i is unknown (no ``label``, or outside 0..K_i−1) — the
+      questions ``format`` leaves out;
+    * ``s[question, precision] = (1/A_i) Σ_a c_{i,a} d_{i,a}`` (fraction of T), NaN where ``acc`` is.
 
-    Over a cell, ``Σ s / Σ w`` is W_q − W_raw on the store's own correct-endpoint subset and
-    ``Σ w`` its size n. Questions without a label (-1) have w = s = 0.
+    Over a cell, ``Σ s / Σ acc`` (finite entries) is W_q − W_raw on the store's own
+    correct-endpoint subset and ``Σ acc`` its size n (``Correct`` of ``format``).
+
+    Parameters
+    ----------
+    ds
+        a store Dataset (scores in nats) with ``n_candidates`` and, ideally, ``label``.
+    grid
+        the candidate set 𝒯 (a :class:`Grid` or a spelling such as ``'quarter'``).
+    endpoint
+        T (a recorded depth); default the last recorded depth.
 
     Returns
     -------
-    (w, s, T): two float64 arrays [question, precision] and the endpoint used.
+    (acc, s, T): two float64 arrays ``[question, precision]`` and the endpoint T used.
     """
+    import dask
+
     from ..core.data import score_of
-    from ..dynamics.correctness import winners
+    from ..core.grid import grid_of
+    from ..dynamics.correctness import correctness_summary, winners
     from ..geometry.ladder import earliest_depths
 
     score = score_of(ds)
+    if "label" not in score.coords:  # y* unknown everywhere: no question is correct (as format)
+        score = score.assign_coords(label=(L.QUESTION, np.full(score.sizes[L.QUESTION], -1, dtype=np.int64)))
     rec = [int(t) for t in score[L.DEPTH].values]
     T = resolve_endpoint(rec, endpoint)
-    g = parse_grid(grid, rec, T)
-    D = earliest_depths(ds, g, endpoint=T).compute()
-    y = winners(ds, [T]).isel({L.DEPTH: 0}).compute().values.astype(np.int64)  # [q, a, p]
-    label = np.asarray(ds["label"].values if "label" in ds.variables else score["label"].values, dtype=np.int64)
-    d = (D["D_raw"].values - D["D_q"].values) / T  # [q, a, p]; NaN in unused arrangements
-    ok = np.isfinite(d) & (y >= 0)
-    c = np.where(ok, (y == label[:, None, None]) & (label[:, None, None] >= 0), False).astype(np.float64)
-    n_arr = ok.sum(1)
+    g = grid_of(score, grid, T)
+    D, y, corr = dask.compute(earliest_depths(score, g, endpoint=T), winners(score, [T]).isel({L.DEPTH: 0}),
+                              correctness_summary(score, grid=g, endpoint=T)["acc_T"])
+    acc = corr.transpose(L.QUESTION, L.PRECISION).values.astype(np.float64)  # [q, p]
+    label = np.asarray(score["label"].values, dtype=np.int64)[:, None, None]
+    y = y.transpose(L.QUESTION, L.ARRANGEMENT, L.PRECISION).values.astype(np.int64)
+    d = (D["D_raw"] - D["D_q"]).transpose(L.QUESTION, L.ARRANGEMENT, L.PRECISION).values / T  # NaN: unused
+    used = np.isfinite(d)
+    c = (used & (y == label)).astype(np.float64)
+    n_arr = used.sum(1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        w = np.where(n_arr > 0, c.sum(1) / n_arr, 0.0)
-        s = np.where(n_arr > 0, np.where(ok, c * np.nan_to_num(d), 0.0).sum(1) / n_arr, 0.0)
-    return w, s, T
+        s = np.where(used, c * np.nan_to_num(d), 0.0).sum(1) / n_arr
+    return acc, np.where(np.isfinite(acc), s, np.nan), T
 
 
 def format_conditioned_table(ref, other, *, names: tuple[str, str], models: tuple[str, str],
                              readouts: tuple[str, str], grid: str = "quarter", endpoint: int | None = None,
                              by: str = "task", draws: int = 5000, seed: int = 0, level: float = 0.95) -> Table:
-    """The endpoint-conditioned comparison of §6 (``pd:app:tab:text-variants``, "Endpoint-
-    conditioned comparisons") of two stores on their shared questions, per cell × arm:
+    """The endpoint-conditioned comparison of §6 ("Endpoint-conditioned comparisons" after
+    ``pd:app:tab:text-variants``) of two stores on their shared questions, per cell × arm:
 
-    * per store f: ``n`` correct endpoints and the quotient-over-raw depth increment
-      W_q − W_raw (pp) on f's OWN correct-endpoint subset (:func:`conditioned_summaries`), with
-      a 95 % whole-question interval;
-    * a difference row: the paired accuracy difference A_other − A_ref (pp) over the shared
-      questions and ``n_both``, the questions correct under both formats.
+    * a row per store f: ``n`` (questions, the correct endpoints of f: ``format``'s Correct) and
+      ``dW_correct`` = W_q − W_raw (pp, ``pd:eq:depth-area``) on f's OWN correct-endpoint subset
+      (:func:`conditioned_summaries`: Σ_i s_i / Σ_i acc_i), with its whole-question interval
+      (draw b: Σ_i w_bi s_i / Σ_i w_bi acc_i);
+    * a difference row: ``d_accuracy`` = A_other − A_ref (pp, ``pd:eq:format-summaries``; each
+      A_f = Σ acc / #questions with a defined acc, as ``format``'s ΔA, with the same draws) and
+      ``n_both`` = Σ_i acc_ref,i · acc_other,i (questions, over questions defined in both: the
+      questions correct under both formats; with several arrangements, arrangement-averaged).
 
-    Intervals use the Poisson multiplicities keyed by question id (:mod:`..core.bootstrap`),
-    so both stores' statistics are paired. A conditioned mean is a ratio of weighted sums:
-    ``Σ_i w_bi s_i / Σ_i w_bi c_i`` in draw b.
+    Both stores are resampled with the Poisson multiplicities keyed by question id
+    (:func:`~depthtraj.analysis.core.bootstrap.bootstrap_weights`), so the intervals are paired;
+    ties, incomplete questions, unknown labels and the pairing of precision arms are those of
+    :func:`format_table`.
+
+    Returns
+    -------
+    Table ``format_conditioned`` (cells named as the pass names them,
+    :func:`~depthtraj.analysis.core.cells.cell_labels`).
 
     Raises
     ------
     ValueError
-        when the stores share no question id or no precision arm.
+        when the stores share no question id or no precision arm, or the grid/endpoint is invalid.
     """
     from ..core.bootstrap import bootstrap_weights, percentile_interval
+    from ..core.cells import cell_labels
+    from ..core.data import score_of
     from ..core.inputs import BY
 
     pairs, pos_a, pos_b = _shared_positions(ref, other)
@@ -277,20 +315,30 @@ def format_conditioned_table(ref, other, *, names: tuple[str, str], models: tupl
         arms = [(0, 0, arms_b[0])]
     if not arms:
         raise ValueError(f"{names[0]} and {names[1]} share no precision arm")
-    wa, sa, Ta = conditioned_summaries(a, grid, endpoint)
-    wb, sb, Tb = conditioned_summaries(b, grid, endpoint)
-    coord = BY.get(by, by)
-    cells = (np.array([str(v) for v in np.asarray(a[coord].values).tolist()], dtype=object) if coord in a.coords
-             else np.full(len(ids), "all", dtype=object))
-    W = bootstrap_weights(ids, draws, seed).astype(np.float64) if draws else np.zeros((0, len(ids)))
+    acc_a, s_a, Ta = conditioned_summaries(a, grid, endpoint)
+    acc_b, s_b, Tb = conditioned_summaries(b, grid, endpoint)
+    groups, codes = cell_labels(score_of(a), BY.get(by, by))
+    W = bootstrap_weights(ids, draws, seed) if draws else np.zeros((0, len(ids)))
 
     def put(row, key, point, boot, scale=100.0):
         row[key] = float(point) * scale
-        if draws and boot.size and np.isfinite(boot).any():
-            lo, hi = percentile_interval(boot[np.isfinite(boot)], level)
+        ok = np.isfinite(boot)
+        if draws and ok.any():
+            lo, hi = percentile_interval(boot[ok], level)
             row[f"{key}_lo"], row[f"{key}_hi"] = float(lo) * scale, float(hi) * scale
         else:
             row[f"{key}_lo"] = row[f"{key}_hi"] = None
+
+    def ratio(num, den, Wm):
+        """Σ num / Σ den over the entries where den is defined, and per draw (NaN: 0/0)."""
+        ok = np.isfinite(den)
+        num, den = np.where(ok, num, 0.0), np.where(ok, den, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return num.sum() / den.sum(), (Wm @ num) / (Wm @ den)
+
+    def mean_defined(x, Wm):
+        """The mean of x over its defined entries, and per draw (A_f of ``format``)."""
+        return ratio(x, np.where(np.isfinite(x), 1.0, np.nan), Wm)
 
     cols = with_cell([
         Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
@@ -299,47 +347,100 @@ def format_conditioned_table(ref, other, *, names: tuple[str, str], models: tupl
     ], by)
     cols += [
         Column("n", "n correct", "questions", digits=2, group="value",
-               description="correct endpoints of this format (its own subset)"),
+               description="correct endpoints of this format (its own subset; format's Correct)"),
         Column("dW_correct", "W_q−W_raw | correct pp", "pp", True, group="value",
-               description="quotient-over-raw increment on this format's correct-endpoint subset"),
+               description="quotient-over-raw increment on this format's correct-endpoint subset (pd:eq:depth-area)"),
         Column("d_accuracy", "ΔA pp", "pp", True, group="difference",
-               description="paired endpoint accuracy difference, other − reference"),
+               description="paired endpoint accuracy difference A_other − A_ref (pd:eq:format-summaries)"),
         Column("n_both", "correct in both", "questions", digits=2, group="difference"),
     ]
     rows: list[dict[str, Any]] = []
-    for cell in dict.fromkeys(cells.tolist()):
-        m = cells == cell
-        Wm = W[:, m] if draws else W
+    for k, cell in enumerate(groups):
+        m = codes == k
+        Wm = W[:, m]
         for i, j, prec in arms:
-            for name, model, readout, w, sv, T in ((names[0], models[0], readouts[0], wa[:, i], sa[:, i], Ta),
-                                                    (names[1], models[1], readouts[1], wb[:, j], sb[:, j], Tb)):
+            for name, model, readout, acc, sv, T in ((names[0], models[0], readouts[0], acc_a[m, i], s_a[m, i], Ta),
+                                                      (names[1], models[1], readouts[1], acc_b[m, j], s_b[m, j], Tb)):
                 row = {"store": name, "model": model, "readout": readout, by: cell, "precision": prec, "T": T,
-                       "N": int(m.sum()), "n": float(w[m].sum())}
-                num, den = sv[m], w[m]
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    point = num.sum() / den.sum() if den.sum() > 0 else np.nan
-                    boot = (Wm @ num) / (Wm @ den) if draws else np.zeros(0)
-                put(row, "dW_correct", point, boot)
+                       "N": int(np.isfinite(acc).sum()), "n": float(np.nansum(acc))}
+                put(row, "dW_correct", *ratio(sv, acc, Wm))
                 rows.append(row)
-            diff = wb[m, j] - wa[m, i]
+            (pa, ba), (pb, bb) = mean_defined(acc_a[m, i], Wm), mean_defined(acc_b[m, j], Wm)
+            both = np.isfinite(acc_a[m, i]) & np.isfinite(acc_b[m, j])
             row = {"store": f"{names[1]} − {names[0]}", "model": models[1], "readout": f"{readouts[1]} − {readouts[0]}",
-                   by: cell, "precision": prec, "T": Tb, "N": int(m.sum()), "n_both": float((wa[m, i] * wb[m, j]).sum())}
-            with np.errstate(invalid="ignore", divide="ignore"):
-                boot = (Wm @ diff) / Wm.sum(1) if draws else np.zeros(0)
-            put(row, "d_accuracy", diff.mean(), boot)
+                   by: cell, "precision": prec, "T": Tb, "N": int(m.sum()),
+                   "n_both": float((acc_a[m, i][both] * acc_b[m, j][both]).sum())}
+            put(row, "d_accuracy", pb - pa, bb - ba)
             rows.append(row)
     title = (f"Endpoint-conditioned comparison: {names[1]} vs {names[0]}, {len(ids)} shared questions, grid {grid}")
     return Table("format_conditioned", title, cols, rows,
                  groups={"value": "on each format's own correct-endpoint subset", "difference": "paired"})
 
 
-def text_variants_table(analyses) -> Table:
+def common_energy_cells(ds, *, endpoint: int | None = None, by: str = "task", draws: int = 0, seed: int = 0,
+                        level: float = 0.95) -> dict[tuple[str, str], tuple[float, float | None, float | None]]:
+    """The common-energy share Ξ (``pd:app:eq:xi``) of all adjacent increments ≤ T per cell ×
+    arm, as a ratio of sums with its paired whole-question interval — the ``all`` window of the
+    §5 ``marginal`` table (Ξ_obs), from the same compiled kernel
+    (:func:`~depthtraj.analysis.composition.marginal.marginal_summary`), for analyses that did not
+    run §5.
+
+    Per question i and arm, ``C_i = Σ_t Σ_a ω (1ᵀd)²/K`` and ``E_i = Σ_t Σ_a ω ‖d‖²`` (nats²;
+    d = s_{t'} − s_t over consecutive recorded depths ≤ T, ω = 1/A_i over the used
+    arrangements; undefined for an incomplete question); Ξ = Σ_i C_i / Σ_i E_i over the cell's
+    defined questions, and in draw b Σ_i w_bi C_i / Σ_i w_bi E_i with the Poisson multiplicities
+    keyed by question id (:func:`~depthtraj.analysis.core.bootstrap.bootstrap_weights`).
+
+    Returns
+    -------
+    dict ``(cell, precision) -> (Ξ, lo, hi)`` in % (lo, hi None without draws; Ξ NaN where the
+    cell has no energy). Empty when fewer than two recorded depths are ≤ T.
+    """
+    from ..composition.marginal import marginal_summary
+    from ..core.bootstrap import bootstrap_weights, percentile_interval
+    from ..core.cells import cell_labels
+    from ..core.data import score_of
+    from ..core.inputs import BY
+    from ..core.questions import text_values
+
+    score = score_of(ds)
+    rec = [int(t) for t in score[L.DEPTH].values]
+    T = resolve_endpoint(rec, endpoint)
+    if len([t for t in rec if t <= T]) < 2:
+        return {}
+    summ = marginal_summary(score, endpoint=T)[["xi_C", "xi_E"]].compute()
+    C = summ["xi_C"].transpose(L.QUESTION, L.PRECISION).values
+    E = summ["xi_E"].transpose(L.QUESTION, L.PRECISION).values
+    ok = np.isfinite(C) & np.isfinite(E)
+    C, E = np.where(ok, C, 0.0), np.where(ok, E, 0.0)
+    groups, codes = cell_labels(score, BY.get(by, by))
+    W = bootstrap_weights(text_values(score[L.QUESTION].values), draws, seed) if draws else None
+    out = {}
+    for k, cell in enumerate(groups):
+        m = codes == k
+        with np.errstate(invalid="ignore", divide="ignore"):
+            point = C[m].sum(0) / E[m].sum(0)  # [precision]
+            boot = (W[:, m] @ C[m]) / (W[:, m] @ E[m]) if W is not None else None
+        for p, prec in enumerate(str(x) for x in score[L.PRECISION].values.tolist()):
+            lo = hi = None
+            if boot is not None and np.isfinite(boot[:, p]).any():
+                lo, hi = (float(x) * 100 for x in percentile_interval(boot[:, p], level))
+            out[(cell, prec)] = (float(point[p]) * 100, lo, hi)
+    return out
+
+
+def text_variants_table(analyses, xi=None) -> Table:
     """The ``text_variants`` table (``pd:app:tab:text-variants``) assembled from analyses of the
     same stores under several readouts/normalisations (``--normalization sum,token,char``):
-    one row per store × readout × cell × arm with the correct endpoints, τ (%) and, for every
-    grid, ΔW = W_q − W_raw (pp) with its interval, and Ξ (%, ``pd:app:eq:xi``: the common-energy
-    share of all adjacent increments as a ratio of sums, with its interval) from the §5
-    ``marginal`` table of the same analysis (its ``all`` window) when §5 ran."""
+    one row per store × readout × cell × arm with the correct endpoints, Ξ (%, ``pd:app:eq:xi``:
+    the common-energy share of all adjacent increments ≤ T as a ratio of sums, with its paired
+    interval), τ (%, ``pd:eq:tau``) and, for every grid, ΔW = W_q − W_raw (pp,
+    ``pd:eq:depth-area``) with its interval.
+
+    Ξ is the §5 ``marginal`` table's Ξ_obs (its ``all`` window) where the analysis ran §5, else
+    ``xi[(store, readout, T)][(cell, precision)]`` = ``(Ξ, lo, hi)`` in % as
+    :func:`common_energy_cells` gives it (the same kernel and bootstrap); None where neither.
+    """
     grids = []
     for an in analyses:
         if an.grid.name not in grids:
@@ -378,5 +479,11 @@ def text_variants_table(analyses) -> Table:
                         rows[key][k] = r.get(src_key)
                         if f"{src_key}_lo" in r:
                             rows[key][f"{k}_lo"], rows[key][f"{k}_hi"] = r[f"{src_key}_lo"], r[f"{src_key}_hi"]
+    for (store, readout, cell, prec, T), row in rows.items():
+        got = (xi or {}).get((store, readout, T), {}).get((str(cell), str(prec)))
+        if row.get("xi") is None and got is not None:
+            row["xi"], row["xi_lo"], row["xi_hi"] = got
+    for row in rows.values():
+        row.setdefault("xi", None)
     ordered = sorted(rows.values(), key=lambda r: (str(r["task"]), str(r["store"]), str(r["precision"])))
     return Table("text_variants", "Scoring variants on the same questions (pd:app:tab:text-variants)", cols, ordered)
