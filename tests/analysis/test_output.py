@@ -132,3 +132,28 @@ def test_help_has_real_metavars():
     assert "the figures (PNG)" in flat and "`depthtraj report`" in flat
     root = CliRunner().invoke(app, ["--help"]).output
     assert "--install-completion" in root
+
+
+def test_level_reaches_every_interval(tmp_path):
+    """``--level`` is the coverage of every interval of every table: a 50 % interval lies inside
+    the 95 % one of the same draws, and is narrower somewhere in every table with intervals."""
+    store = synthetic_store(tmp_path / "s.zarr", n=40, endpoint=8, precision=("bf16", "fp32"), seed=2, chunk_size=16)
+    wide = compute_analysis([store], grids=["quarter"], bootstrap=60, seed=0, level=0.95).document
+    narrow = compute_analysis([store], grids=["quarter"], bootstrap=60, seed=0, level=0.5).document
+    checked = set()
+    for aw, an in zip(wide["analyses"], narrow["analyses"]):
+        for name, tw in aw["tables"].items():
+            tn = an["tables"][name]
+            keys = [c["key"] for c in tw["columns"] if c["interval"]]
+            narrower = False
+            for rw, rn in zip(tw["rows"], tn["rows"]):
+                for k in keys:
+                    lw, hw, ln, hn = rw.get(f"{k}_lo"), rw.get(f"{k}_hi"), rn.get(f"{k}_lo"), rn.get(f"{k}_hi")
+                    if None in (lw, hw, ln, hn):
+                        continue
+                    assert lw - 1e-9 <= ln <= hn <= hw + 1e-9, (name, k)
+                    narrower |= (hn - ln) < (hw - lw) - 1e-9
+            if keys and any(r.get(f"{keys[0]}_lo") is not None for r in tw["rows"]):
+                assert narrower, name
+                checked.add(name)
+    assert {"levels", "tau", "precision", "transitions", "accuracy", "energy", "weighting", "marginal"} <= checked

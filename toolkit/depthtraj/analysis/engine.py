@@ -730,6 +730,7 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = 50
         with blas_scope():
             values, counted = dask.compute(delayed, score_defects(score))
         res = finish_pass(values, meta)
+        res.level = level  # every interval read off the pass at the requested coverage
     info = readout_info(ds)
     found = summarize_defects(score, counted, kind=info["kind"])
     if defects is not None:

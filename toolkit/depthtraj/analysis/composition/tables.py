@@ -29,15 +29,15 @@ def _attenuation_stats(res):
         draws[f"E_M_err_{w}"] = sd(res, "ratio", f"E_kappa_{w}", f"C_{w}")
         for x in ("Q", "C", "E"):
             draws[f"{x}_{w}"] = sd(res, "mean", f"{x}_{w}")
-        out[f"weight_{w}"] = combine(draws[f"D_pool_{w}"], draws[f"D_eq_{w}"], np.subtract)
+        out[f"weight_{w}"] = combine(draws[f"D_pool_{w}"], draws[f"D_eq_{w}"], np.subtract, res.level)
     for name in ("D_pool", "D_eq", "E_M_err"):
-        out[f"delta_{name}"] = combine(draws[f"{name}_late"], draws[f"{name}_early"], lambda a, b: a - b)
-    out["rho_Q"] = combine(draws["Q_late"], draws["Q_early"], np.divide)
-    out["rho_C"] = combine(draws["C_late"], draws["C_early"], np.divide)
+        out[f"delta_{name}"] = combine(draws[f"{name}_late"], draws[f"{name}_early"], lambda a, b: a - b, res.level)
+    out["rho_Q"] = combine(draws["Q_late"], draws["Q_early"], np.divide, res.level)
+    out["rho_C"] = combine(draws["C_late"], draws["C_early"], np.divide, res.level)
     from ..core.bootstrap import interval
 
     for k, v in draws.items():
-        out[k] = interval(v[0], v[1], 0.95)
+        out[k] = interval(v[0], v[1], res.level)
     return out
 
 

@@ -46,6 +46,8 @@ class PassResult:
     seed: int
     hist: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
+    #: the interval coverage every statistic read off this result uses (``analyze --level``)
+    level: float = 0.95
 
 
 def statistic_draws(res: PassResult, kind: str, *names: str):
@@ -77,7 +79,7 @@ def statistic_draws(res: PassResult, kind: str, *names: str):
     return point, np.moveaxis(boot, 1, 0)
 
 
-def pass_statistic(res: PassResult, kind: str, *names: str, level: float = 0.95):
+def pass_statistic(res: PassResult, kind: str, *names: str, level: float | None = None):
     """A cell statistic of the summaries in ``res.extra`` with its paired interval.
 
     ``kind`` is ``'mean'`` (one summary: mean over the cell's questions with a finite value),
@@ -87,11 +89,14 @@ def pass_statistic(res: PassResult, kind: str, *names: str, level: float = 0.95)
     or ``'sum'`` (no interval). Returns ``(estimate, lo, hi)`` arrays ``[group, precision,
     ...]`` (lo/hi NaN without bootstrap or for sums).
 
+    ``level``: the interval coverage (default ``res.level``, the analysis's ``--level``).
+
     Raises
     ------
     KeyError
         for a summary the pass did not compute.
     """
+    level = res.level if level is None else level
     if kind == "diff":
         (p1, b1), (p2, b2) = statistic_draws(res, "mean", names[0]), statistic_draws(res, "mean", names[1])
         return interval(p1 - p2, b1 - b2 if len(b1) and len(b2) else np.zeros((0,) + p1.shape), level)

@@ -19,9 +19,10 @@ def precision_table(res, *, store: str, model: str, readout: str = "F1", by: str
 
     pt, bt = sd(res, "ratio", "sum_tr", "sum_r")  # [group, P], [draw, group, P]
     ref = (pt[:, :1], bt[:, :, :1] if len(bt) else bt)
-    diff = interval(pt - ref[0], (bt - ref[1]) if len(bt) else bt, 0.95)
-    stats = {"tau": interval(pt, bt, 0.95), "tau_minus_first": diff,
-             "n_zero_span": interval(*sd(res, "sum", "n_zero_span"), 0.95), "n_I": interval(*sd(res, "sum", "n_I"), 0.95)}
+    lv = res.level
+    diff = interval(pt - ref[0], (bt - ref[1]) if len(bt) else bt, lv)
+    stats = {"tau": interval(pt, bt, lv), "tau_minus_first": diff,
+             "n_zero_span": interval(*sd(res, "sum", "n_zero_span"), lv), "n_I": interval(*sd(res, "sum", "n_I"), lv)}
     cols = key_columns(by)
     cols += [Column("tau", "τ %", "%", True, group="value"),
              Column("tau_minus_first", f"τ − τ[{res.precision[0]}] pp", "pp", True, group="value"),
