@@ -17,7 +17,7 @@ import pytest
 from depthtraj.analysis import engine
 from depthtraj.analysis.core.plotting import FULL_WIDTH
 from depthtraj.analysis.figures import draw_figures
-from depthtraj.analysis.report import PAPER_ITEMS, run_report
+from depthtraj.analysis.report import PAPER_ITEMS, TEXT_ITEMS, run_report
 from depthtraj.analysis.sections import load
 from depthtraj.cli import app
 from depthtraj.testing import synthetic_store
@@ -48,13 +48,17 @@ def report_dir(three_stores, tmp_path_factory):
 
 
 def _sections(md: str) -> dict[str, str]:
-    """Markdown text of each item, keyed by its paper label."""
+    """Markdown text of each item, keyed by its paper label (or, for a result the paper gives
+    without a label, its key in PAPER_ITEMS)."""
     parts = re.split(r"^### ", md, flags=re.M)[1:]
     out = {}
     for p in parts:
         m = re.match(r"(?:Figure|Table) `([^`]+)`", p)
         if m:
             out[m.group(1)] = p
+        for key, where in TEXT_ITEMS.items():
+            if p.startswith(f"Table (no label in the paper; {where})"):
+                out[key] = p
     return out
 
 
@@ -62,6 +66,7 @@ def test_every_paper_item_written_or_skipped_with_reason(report_dir):
     md = (report_dir / "report.md").read_text()
     items = _sections(md)
     labels = [lab for lab, _, _ in PAPER_ITEMS]
+    assert "## Additional tables" in md and md.index("### Table (no label") < md.index("## Additional tables")
     # every label of the paper the report knows appears once, in the paper's order
     assert [lab for lab in items if lab in labels] == [lab for lab in labels if lab in items]
     for lab in labels:
@@ -104,9 +109,20 @@ def test_figures_are_images_with_their_panels(report_dir):
         with Image.open(p) as im:
             label, panels = im.text["depthtraj:label"], int(im.text["depthtraj:panels"])
             assert im.width == pytest.approx(FULL_WIDTH * 200, rel=0.02)  # the paper's width, 200 dpi
-        assert panels == _PANELS[label], (p.name, panels)
+        if label in _PANELS:  # figures registered later are checked generically below
+            assert panels == _PANELS[label], (p.name, panels)
         seen[label] = seen.get(label, 0) + 1
-    assert set(seen) == set(_PANELS)
+    assert set(_PANELS) <= set(seen)
+    # every registered figure is drawn (PNG files carrying its label, each linked once) or says why not
+    load()
+    items = _sections(md)
+    for spec in engine.figures():
+        text = items[spec.label]
+        pngs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+        assert pngs or re.search(r"^> \*\*Skipped\*\*: \S", text, flags=re.M), spec.label
+        for png in pngs:
+            with Image.open(report_dir / png) as im:
+                assert im.format == "PNG" and im.text["depthtraj:label"] == spec.label
     assert seen["pd:fig:text-geometry"] == 6  # F2 and F3 × char, sum, token
     assert seen["pd:fig:mass"] == 4  # label store only: 2 tasks × 2 arms
     assert seen["pd:fig:prediction"] == 2  # one per model × task
@@ -122,9 +138,38 @@ def _balanced(tex: str) -> bool:
     return depth == 0
 
 
+def _tex_rows(tex: str) -> list[list[str]]:
+    """The body rows of a booktabs table, a blank leading cell (the paper's grouping) filled in
+    from the row above, the group rules left out."""
+    body = tex.split("\\midrule", 1)[1].split("\\bottomrule")[0]
+    rows, previous = [], None
+    for line in body.strip().splitlines():
+        if line.strip() == "\\midrule":
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)&", line.strip().removesuffix("\\\\"))]
+        if cells[0] == "" and previous is not None:
+            cells[0] = previous
+        previous = cells[0]
+        rows.append(cells)
+    return rows
+
+
+def _close(text: str, value) -> bool:
+    """Whether the printed number ``text`` is ``value`` rounded to the digits printed."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+        return False
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return abs(float(text) - float(value)) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+_INTERVAL = re.compile(r"^\$(-?[\d.]+)\\,\[(-?[\d.]+),(-?[\d.]+)\]\$$")
+_NUMBER = re.compile(r"^\$?(-?\d+(?:\.\d+)?)\$?$")
+
+
 def test_latex_and_csv_tables(report_dir):
     texs = sorted((report_dir / "tables").glob("*.tex"))
     assert texs
+    checked_intervals = 0
     for tex in texs:
         text = tex.read_text()
         for cmd in (r"\begin{table}", r"\toprule", r"\midrule", r"\bottomrule", r"\caption{", r"\label{"):
@@ -134,19 +179,61 @@ def test_latex_and_csv_tables(report_dir):
         assert all(ord(ch) < 128 for ch in text), tex.name
         frame = pd.read_csv(tex.with_suffix(".csv"))
         assert len(frame) >= 1
-    # the numbers of a LaTeX table are its CSV's, rounded
+        # every number of the LaTeX table is its CSV row's, rounded: an estimate with its interval
+        # is one column's X, X_lo, X_hi; a plain number is some column's value
+        rows = _tex_rows(text)
+        assert len(rows) == len(frame), tex.name
+        records = frame.to_dict("records")
+        for cells, record in zip(rows, records):
+            for cell in cells:
+                m = _INTERVAL.match(cell)
+                if m:
+                    x, lo, hi = m.groups()
+                    assert any(_close(x, record[k]) and _close(lo, record.get(f"{k}_lo"))
+                               and _close(hi, record.get(f"{k}_hi")) for k in record), (tex.name, cell)
+                    checked_intervals += 1
+                elif (m := _NUMBER.match(cell)):
+                    assert any(isinstance(v, (int, float)) and _close(m.group(1), v) for v in record.values()), \
+                        (tex.name, cell)
+    assert checked_intervals > 1000
+    # the paper's layout of pd:app:tab:levels: task once per group, precision, the five areas
     tex = (report_dir / "tables" / "app-tab-levels_f1_F1_quarter.tex").read_text()
     assert r"\label{pd:app:tab:levels}" in tex
+    assert "Task & Precision & Raw" in tex and "model synthetic" in tex.lower() and "T=8" in tex
     frame = pd.read_csv(report_dir / "tables" / "app-tab-levels_f1_F1_quarter.csv")
-    body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
-    assert len(body) == len(frame)
-    for line, (_, row) in zip(body, frame.iterrows()):
-        cells = [c.strip() for c in line.rstrip(r"\ ").split("&")]
+    for cells, (_, row) in zip(_tex_rows(tex), frame.iterrows()):
         assert cells[0].replace(r"\_", "_") == row["task"] and cells[1] == row["precision"]
         assert cells[2] == f"${row['W_raw']:.2f}\\,[{row['W_raw_lo']:.2f},{row['W_raw_hi']:.2f}]$"
-    # the cross-store tables are there
+    # the cross-store tables are there; the endpoint-conditioned one carries no invented label
     names = {p.name for p in texs}
     assert any(n.startswith("tab-format") for n in names) and any(n.startswith("app-tab-text-variants") for n in names)
+    assert r"\label{depthtraj:format_conditioned}" in (report_dir / "tables" / "format_conditioned.tex").read_text()
+
+
+def _same(a, b) -> bool:
+    """A CSV cell as pandas reads it (``a``) against the JSON value ``b`` (numbers to 1e-9; a
+    number-like string such as the ρ bin ``"0.00"`` as its number)."""
+    if isinstance(a, float) and a != a:
+        return b is None
+    try:
+        return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def test_csv_tables_are_the_json_documents(report_dir):
+    doc = json.loads((report_dir / "analysis.json").read_text())
+    tables = [t for an in doc["analyses"] for t in an["tables"].values()] + doc["comparisons"]
+    for path in sorted((report_dir / "tables").glob("*.csv")):
+        if path.name.startswith(("tab-data", "app-tab-checkpoints")):  # from the stores' attributes
+            continue
+        frame = pd.read_csv(path)
+        records = frame.to_dict("records")
+        matches = [t for t in tables if [k for c in t["columns"] for k in
+                                         ([c["key"], f"{c['key']}_lo", f"{c['key']}_hi"] if c["interval"] else [c["key"]])]
+                   == list(frame.columns) and len(t["rows"]) == len(records)
+                   and all(_same(r[k], t_row[k]) for r, t_row in zip(records, t["rows"]) for k in r)]
+        assert matches, path.name
 
 
 class _Page(html.parser.HTMLParser):
@@ -239,3 +326,48 @@ def test_items_of_sections_not_requested_say_so(tmp_path):
     assert "section 3 was not requested" in items["pd:app:fig:label-increments"]
     assert "section 3 was not requested" in items["pd:app:tab:levels"]
     assert "![" in items["pd:fig:mass"]  # §5 is drawn
+
+
+def _paper_labels(shared_data) -> list[str]:
+    paper = shared_data.parent / "paper" / "prediction_dynamics.tex"
+    if not paper.is_file():
+        pytest.skip(f"{paper} is absent")
+    return re.findall(r"\\label\{(pd:(?:app:)?(?:tab|fig):[^}]+)\}", paper.read_text())
+
+
+@pytest.mark.shared_data
+def test_labels_are_the_papers_in_its_order(shared_data):
+    labels = _paper_labels(shared_data)
+    load()
+    keys = [k for k, _, _ in PAPER_ITEMS]
+    # every label the report or a section names is one of the paper's (none invented) ...
+    named = [k for k in keys if k.startswith("pd:")]
+    named += [x.label for x in (*engine.tables(), *engine.comparisons()) if x.label]
+    named += [lab for f in engine.figures() for lab in (f.label, *f.aliases)]
+    assert sorted(set(named) - set(labels)) == []
+    # ... the report's items stand in the paper's order, and cover every table and figure of it
+    # (subfigure panels, e.g. pd:fig:prediction-arc, belong to their figure's item)
+    order = [k for k in keys if k.startswith("pd:")]
+    assert order == sorted(order, key=labels.index)
+    covered = set(order) | {a for f in engine.figures() for a in f.aliases}
+    assert [lab for lab in labels if lab not in covered and not any(lab.startswith(c + "-") for c in covered)] == []
+    # the results the paper gives without a label are registered under their names
+    assert all(k in {x.name for x in (*engine.tables(), *engine.comparisons())} for k in keys if not k.startswith("pd:"))
+
+
+def test_captions_leave_the_level_to_the_interval_line():
+    # --level sets the intervals' coverage; a caption naming 95 % would misstate any other level
+    load()
+    for x in (*engine.tables(), *engine.comparisons()):
+        assert "95" not in x.caption, x.name
+
+
+def test_report_at_another_level_says_so(three_stores, tmp_path):
+    out = tmp_path / "rep"
+    assert run_report(three_stores[:1], out=out, bootstrap=20, level=0.5, sections="3") == 0
+    items = _sections((out / "report.md").read_text())
+    tables = {lab: text for lab, text in items.items() if text.startswith("Table") and "| " in text}
+    assert "pd:app:tab:levels" in tables and "pd:app:tab:direction" in tables
+    for lab, text in tables.items():
+        assert "50% percentile intervals from 20 paired" in text or lab in ("pd:tab:data", "pd:app:tab:checkpoints")
+        assert "95%" not in text and "95 %" not in text, lab

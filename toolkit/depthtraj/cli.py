@@ -226,6 +226,7 @@ def report(
     late: LateOpt = None,
     step: StepOpt = None,
     permutations: PermutationsOpt = None,
+    scale_check: ScaleCheckOpt = None,
     sections: SectionsOpt = None,
     allow_defects: AllowDefectsOpt = False,
 ) -> None:
@@ -240,8 +241,8 @@ def report(
         run_report(
             stores, out=out, overwrite=overwrite, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap,
             seed=seed, level=level, normalization=normalization or "auto", select=select, by=by, scheduler_spec=scheduler,
-            early=early, late=late, step=step, permutations=permutations, sections=sections,
-            allow_defects=allow_defects,
+            early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
+            sections=sections, allow_defects=allow_defects,
         )
     )
 

@@ -207,17 +207,17 @@ register(
                       "Σ X / Σ E (%, pd:eq:signed-components), the data of pd:fig:mass."),
     TableSpec("energy", 5, _windowed(T5.energy_table), ("energy",), label="pd:tab:energy",
               caption="Absolute energies (nats²) and relative allocation in the early and late windows; ΔD "
-                      "columns are late-minus-early changes (pp) with 95 % whole-question intervals."),
+                      "columns are late-minus-early changes (pp) with whole-question intervals."),
     TableSpec("weighting", 5, _windowed(T5.weighting_table), ("energy",), label="pd:app:tab:weighting",
               caption="Pooled and equal-question changes in contrast share (pp), with the same whole-question "
                       "resamples for every condition."),
     TableSpec("depth_prediction", 5, _windowed(T5.depth_prediction_table), ("energy",),
               label="pd:app:tab:depth-prediction",
-              caption="Fixed early–late comparisons: late-minus-early differences with 95 % intervals; D is an "
+              caption="Fixed early–late comparisons: late-minus-early differences with intervals; D is an "
                       "energy share, 𝓔_M a relative squared error."),
     TableSpec("marginal", 5, _marginal, ("marginal",), label="pd:app:tab:marginal",
               caption="Adjacent-increment common energy Ξ (%, pd:app:eq:xi) and its marginal reference; observed "
-                      "intervals are 95 % whole-question intervals, reference entries conditional permutation means."),
+                      "intervals are whole-question intervals, reference entries conditional permutation means."),
 )
 
 register(

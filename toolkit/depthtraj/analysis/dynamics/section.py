@@ -115,7 +115,7 @@ register(
                       "0.01 grid (counts)."),
     TableSpec("accuracy", 4, _with_labels(T4.accuracy_table), ("dynamics",), label="pd:app:tab:text-accuracy",
               caption="Endpoint accuracy A_T (%) and the disagreement ε of sampled intermediate answers with their "
-                      "own endpoint (%, pd:eq:format-summaries), with 95 % whole-question intervals."),
+                      "own endpoint (%, pd:eq:format-summaries), with whole-question intervals."),
     TableSpec("transitions", 4, _with_labels(T4.transitions_table), ("dynamics",), label="pd:app:tab:transitions",
               caption="Answer transitions from depth t to the endpoint T: W→C, C→W, W→W′ (a different wrong "
                       "answer), C=C and W=W counts, the accuracy A_t (%), its change to A_T (pp) and the "

@@ -44,8 +44,10 @@ from .render import (
 
 __all__ = ["PAPER_ITEMS", "ReportItem", "build_items", "run_report", "summary_line", "write_report"]
 
-#: The paper's tables and figures in the paper's order: (label, kind, title). Items no
-#: registered section computes are reported as skipped with :data:`NOT_COMPUTED`'s reason.
+#: The paper's tables and figures in the paper's order: (key, kind, title). The key is the
+#: paper's label, or, for results the paper gives in its text without a label
+#: (:data:`TEXT_ITEMS`), the registered table or comparison name. Items no registered section
+#: computes are reported as skipped with :data:`NOT_COMPUTED`'s reason.
 PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("pd:fig:text-geometry", "figure", "Direction and pairing beyond translation (answer text)"),
     ("pd:app:tab:text-geometry", "table", "Winner-aware geometry under answer-text scoring"),
@@ -66,8 +68,7 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("pd:tab:format", "table", "Same-question prediction and geometry, label vs answer text"),
     ("pd:fig:prediction", "figure", "Prediction trajectories across depth"),
     ("pd:app:tab:text-variants", "table", "Every scoring variant on the same questions"),
-    ("pd:app:tab:format-conditioned", "table", "Endpoint-conditioned comparisons (the paragraph after "
-                                               "pd:app:tab:text-variants)"),
+    ("format_conditioned", "table", "Endpoint-conditioned comparisons"),
     ("pd:fig:precision", "figure", "Exact plateaus and numerical precision"),
     ("pd:app:tab:precision", "table", "Radius reduction under paired precision changes"),
     ("pd:app:tab:moment-prediction", "table", "Moment prediction with matched energy (§7)"),
@@ -75,6 +76,12 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("pd:tab:data", "table", "Trajectory collections"),
     ("pd:app:tab:checkpoints", "table", "Pinned model configuration"),
 )
+
+#: Where the paper gives the results it has no label for (keys of :data:`PAPER_ITEMS` that are
+#: registered names): the report says so instead of inventing a label.
+TEXT_ITEMS = {
+    "format_conditioned": "§6, the paragraph “Endpoint-conditioned comparisons” after pd:app:tab:text-variants",
+}
 
 #: Why an item of the paper is not in the report although no store is missing.
 NOT_COMPUTED = {
@@ -97,6 +104,8 @@ class ReportItem:
     caption: str = ""
     section: int | None = None
     aliases: tuple[str, ...] = ()
+    #: for a result of the paper without a label: where the paper gives it (:data:`TEXT_ITEMS`)
+    where: str = ""
     blocks: list[Block] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -104,6 +113,11 @@ class ReportItem:
     @property
     def written(self) -> bool:
         return bool(self.blocks or self.figures)
+
+    @property
+    def paper(self) -> bool:
+        """Whether the item is one of the paper's (labelled, or given in its text)."""
+        return bool(self.label or self.where)
 
 
 def _intervals(document: dict) -> str:
@@ -205,8 +219,12 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
     document = computed.document
     intervals = _intervals(document)
     by_name = _store_tables(computed, document)
-    table_specs = {t.label: t for t in engine.tables() if t.label}
-    comparison_specs = {c.label: c for c in engine.comparisons() if c.label}
+    # by paper label, and by name for the results the paper gives without one (TEXT_ITEMS)
+    table_specs = {**{t.name: t for t in engine.tables()}, **{t.label: t for t in engine.tables() if t.label}}
+    comparison_specs = {**{c.name: c for c in engine.comparisons()},
+                        **{c.label: c for c in engine.comparisons() if c.label}}
+    stores = _stores_line(document)
+    placed: set[str] = set()
     drawn = {}
     for f in draw_figures(figure_dir, document, sections=getattr(computed, "sections", None)):
         for lab in (f.label, *f.aliases):
@@ -214,13 +232,23 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
     items: list[ReportItem] = []
     done_figures = set()
 
-    def table_item(label, title, spec_name, caption, section, tables, intervals=intervals):
+    def table_item(label, title, spec_name, caption, section, tables, intervals=intervals, fold=True):
         item = ReportItem(label, "table", title, caption, section)
+        placed.add(spec_name)
         for aj, t in tables:
             stem = _stem(label.replace("pd:", "").replace(":", "-") if label else spec_name,
                          Path(aj["store"]).stem if aj else "", aj["readout"].replace(" ", "-") if aj else "",
                          aj["grid"] if aj else "")
-            item.blocks.append(block_of(t, name=spec_name, stem=stem, analysis=aj, intervals=intervals))
+            item.blocks.append(block_of(t, name=spec_name, stem=stem, analysis=aj, intervals=intervals,
+                                        stores=stores, fold=fold))
+        return item
+
+    def comparison_item(label, title, spec):
+        tabs = [(None, t) for t in computed.comparisons if t.name == spec.name]
+        item = table_item(label, title, spec.name, spec.caption, min(spec.sections), tabs)
+        if not tabs:
+            notes = [n for n in computed.skipped if n.startswith(spec.name)]
+            item.skipped += notes or [spec.needs or "needs further stores of the same questions"]
         return item
 
     for label, kind, title in PAPER_ITEMS:
@@ -240,38 +268,47 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
         elif label in table_specs:
             spec = table_specs[label]
             tabs = by_name.get(spec.name, [])
-            item = table_item(label, title, spec.name, spec.caption, spec.section, tabs)
+            item = table_item(spec.label, title, spec.name, spec.caption, spec.section, tabs)
             if not tabs:
                 item.skipped += _skips(computed, spec.name) or [
                     f"not computed: section {spec.section} was not requested (--sections)"]
+            item.where = TEXT_ITEMS.get(label, "")
             items.append(item)
         elif label in comparison_specs:
             spec = comparison_specs[label]
-            tabs = [(None, t) for t in computed.comparisons if t.name == spec.name]
-            item = table_item(label, title, spec.name, spec.caption, min(spec.sections), tabs)
-            if not tabs:
-                notes = [n for n in computed.skipped if n.startswith(spec.name)]
-                item.skipped += notes or [spec.needs or "needs further stores of the same questions"]
+            item = comparison_item(spec.label, title, spec)
+            item.where = TEXT_ITEMS.get(label, "")
             items.append(item)
         elif label == "pd:tab:data":
             items.append(table_item(label, title, "collections",
                                     "The stores of this report: model, scoring (F1 label, F2 text without options, "
                                     "F3 text with options), tasks with their N, endpoint T, arrangements, arms.",
-                                    None, [(None, _collections_table(computed))], intervals=""))
+                                    None, [(None, _collections_table(computed))], intervals="", fold=False))
         elif label == "pd:app:tab:checkpoints":
             items.append(table_item(label, title, "checkpoints",
                                     "The models as recorded in the stores: checkpoint, revision, adapter, "
                                     "evaluated T and the arithmetic of every precision arm.",
-                                    None, [(None, _checkpoints_table(computed))], intervals=""))
+                                    None, [(None, _checkpoints_table(computed))], intervals="", fold=False))
         else:
             items.append(ReportItem(label, kind, title, skipped=[NOT_COMPUTED.get(label, "not computed")]))
+    # the registered tables and comparisons the paper has no counterpart of ("Additional tables")
     for spec in engine.tables():
-        if spec.label:
-            continue
         tabs = by_name.get(spec.name, [])
-        if tabs:
+        if not spec.label and spec.name not in placed and tabs:
             items.append(table_item("", spec.name.replace("_", " "), spec.name, spec.caption, spec.section, tabs))
+    for cspec in engine.comparisons():
+        if not cspec.label and cspec.name not in placed and any(t.name == cspec.name for t in computed.comparisons):
+            items.append(comparison_item("", cspec.name.replace("_", " "), cspec))
     return items
+
+
+def _stores_line(document: dict) -> dict[str, str]:
+    """The stores of a document, once each: ``{"f1.zarr": "f1.zarr (synthetic, F1, N=48)", …}``."""
+    seen: dict[str, str] = {}
+    for an in document["analyses"]:
+        seen.setdefault(an["store"], f"{an['store']} ({an['model']}, {an['readout'].split(' ')[0]}, "
+                                     f"N={an['n_questions']})")
+    return seen
 
 
 def _population_of_figure(document: dict) -> str:
@@ -306,20 +343,44 @@ def _write_tables(items: list[ReportItem], directory: Path) -> None:
 
 def _heading(item: ReportItem) -> str:
     kind = "Figure" if item.kind == "figure" else "Table"
-    lab = f" `{item.label}`" if item.label else ""
+    lab = f" `{item.label}`" if item.label else (f" (no label in the paper; {item.where})" if item.where else "")
     also = "".join(f" (also `{a}`)" for a in item.aliases)
     return f"{kind}{lab}{also}: {item.title}"
+
+
+def _part(item: ReportItem) -> str:
+    return "The paper's tables and figures" if item.paper else "Additional tables (no counterpart in the paper)"
+
+
+def _options_text(options: dict | None) -> str:
+    """The command's options as ``grids quarter, native; bootstrap 50; …`` (empty: none)."""
+    if not options:
+        return ""
+    parts = []
+    for k, v in options.items():
+        if isinstance(v, (list, tuple)):
+            v = ", ".join(str(x) for x in v)
+        elif isinstance(v, bool):
+            v = "yes" if v else "no"
+        parts.append(f"{k.replace('_spec', '').replace('_', ' ')} {v}")
+    return "; ".join(parts)
+
+
+def _figure_caption(item: ReportItem, i: int, path: str) -> str:
+    """``pd:fig:mass, panel group 2 of 4 (figures/….png)``: the panels' titles name model, readout,
+    task and arm."""
+    return f"{item.label}, panel group {i} of {len(item.figures)} ({path})"
 
 
 def _markdown(items, header: dict, document: dict) -> str:
     lines = [f"# {header['title']}", "", header["summary"], ""]
     lines += [f"- {s}" for s in header["stores"]] + [""]
     lines += [f"**Intervals.** {_intervals(document)}.", "",
-              f"Written: {header['n_tables']} tables, {header['n_figures']} figures; "
+              f"Written: {header['n_tables']} tables, {header['n_figures']} figures ({header['n_files']} PNG files); "
               f"skipped: {header['n_skipped']} items (each with the reason below).", ""]
     part = None
     for item in items:
-        p = "Additional tables (no counterpart in the paper)" if not item.label else "The paper's tables and figures"
+        p = _part(item)
         if p != part:
             part = p
             lines += [f"## {p}", ""]
@@ -328,8 +389,8 @@ def _markdown(items, header: dict, document: dict) -> str:
             lines += [item.caption, ""]
         for reason in item.skipped:
             lines += [f"> **Skipped**: {reason}", ""]
-        for f in item.figures:
-            lines += [f"![{item.label}]({f})", ""]
+        for i, f in enumerate(item.figures, 1):
+            lines += [f"![{item.label}]({f})", "", f"*{_figure_caption(item, i, f)}*", ""]
         if item.figures:
             lines += [f"*Population*: {_population_of_figure(document)}. *Intervals*: {_intervals(document)}.", ""]
         for b in item.blocks:
@@ -345,7 +406,8 @@ def _html(items, header: dict, document: dict) -> str:
     out = [f"<h1>{e(header['title'])}</h1>", f"<p>{e(header['summary']).replace('*Prediction', '<i>Prediction').replace('Models*', 'Models</i>')}</p>", "<ul>"]
     out += [f"<li>{e(s)}</li>" for s in header["stores"]]
     out += ["</ul>", f"<p class=\"meta\"><b>Intervals.</b> {e(_intervals(document))}.</p>",
-            f"<p class=\"meta\">Written: {header['n_tables']} tables, {header['n_figures']} figures; skipped: "
+            f"<p class=\"meta\">Written: {header['n_tables']} tables, {header['n_figures']} figures "
+            f"({header['n_files']} PNG files); skipped: "
             f"{header['n_skipped']} items (each with the reason in place).</p>", "<h2>Contents</h2><ul class=\"toc\">"]
     for i, item in enumerate(items):
         mark = "" if item.written else " (skipped)"
@@ -353,21 +415,22 @@ def _html(items, header: dict, document: dict) -> str:
     out.append("</ul>")
     part = None
     for i, item in enumerate(items):
-        p = "Additional tables (no counterpart in the paper)" if not item.label else "The paper's tables and figures"
+        p = _part(item)
         if p != part:
             part = p
             out.append(f"<h2>{e(p)}</h2>")
         kind = "Figure" if item.kind == "figure" else "Table"
-        lab = f" <span class=\"label\">{e(item.label)}</span>" if item.label else ""
+        lab = (f" <span class=\"label\">{e(item.label)}</span>" if item.label else
+               f" (no label in the paper; {e(item.where)})" if item.where else "")
         also = "".join(f" <span class=\"label\">{e(a)}</span>" for a in item.aliases)
         out.append(f"<h3 id=\"item{i}\">{kind}{lab}{also}: {e(item.title)}</h3>")
         if item.caption:
             out.append(f"<p>{e(item.caption)}</p>")
         for reason in item.skipped:
             out.append(f"<p class=\"skip\"><b>Skipped</b>: {e(reason)}</p>")
-        for f in item.figures:
-            out.append(f"<figure><img src=\"{e(f)}\" alt=\"{e(item.label)}\"><figcaption>{e(item.label)}: "
-                       f"{e(Path(f).stem)}</figcaption></figure>")
+        for j, f in enumerate(item.figures, 1):
+            out.append(f"<figure><img src=\"{e(f)}\" alt=\"{e(item.label)}, panel group {j}\">"
+                       f"<figcaption>{e(_figure_caption(item, j, f))}</figcaption></figure>")
         if item.figures:
             out.append(f"<p class=\"meta\"><i>Population</i>: {e(_population_of_figure(document))}.</p>")
         for b in item.blocks:
@@ -414,10 +477,11 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
             "summary": (f"The tables and figures of *Prediction Dynamics in Depth-Recurrent Language Models* that "
                         f"these stores support, regenerated by depthtraj {document.get('depthtraj_version', '')} on "
                         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}."
-                        + (f" Options: {json.dumps(options, default=str)}." if options else "")),
+                        + (f" Options: {_options_text(options)}." if options else "")),
             "stores": stores,
             "n_tables": sum(1 for i in items if i.kind == "table" and i.written),
-            "n_figures": sum(len(i.figures) for i in items),
+            "n_figures": sum(1 for i in items if i.kind == "figure" and i.written),
+            "n_files": sum(len(i.figures) for i in items),
             "n_skipped": sum(1 for i in items if not i.written),
         }
         (tmp / "report.md").write_text(_markdown(items, header, document), encoding="utf-8")
@@ -464,9 +528,13 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
 
 
 def summary_line(items: Sequence[ReportItem], out: Path) -> str:
-    """One line: where the report is and what it holds."""
+    """One line: where the report is and what it holds (tables and figures written, with their
+    files, and the items skipped)."""
     tables = sum(1 for i in items if i.kind == "table" and i.written)
-    figures = sum(len(i.figures) for i in items)
+    blocks = sum(len(i.blocks) for i in items)
+    figures = sum(1 for i in items if i.kind == "figure" and i.written)
+    files = sum(len(i.figures) for i in items)
     skipped = sum(1 for i in items if not i.written)
-    return (f"depthtraj: report written to {out}/report.html (and report.md): {tables} tables, "
-            f"{figures} figure files; {skipped} items skipped, each with the store it needs")
+    return (f"depthtraj: report written to {out}/report.html (and report.md): {tables} tables "
+            f"({blocks} LaTeX/CSV pairs), {figures} figures ({files} PNG files); {skipped} items skipped, "
+            f"each with its reason")

@@ -38,6 +38,8 @@ class Block:
     table: Any
     long: bool = False
     files: dict[str, str] = field(default_factory=dict)
+    #: the shown columns (:class:`~depthtraj.analysis.core.tables.Column`), in ``headers``' order
+    columns: list = field(default_factory=list)
 
 
 def _is_count(col) -> bool:
@@ -84,11 +86,21 @@ def _distinct(rows, key) -> list:
     return seen
 
 
-def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: str) -> Block:
+def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: str,
+             stores: dict[str, str] | None = None, fold: bool = True) -> Block:
     """The :class:`Block` of ``table``: key columns constant over its rows (and those hidden from
-    the terminal) go to the population line; the others stay as columns."""
+    the terminal) go to the population line; the others stay as columns.
+
+    ``analysis``: the JSON analysis of a per-store table (model, readout, store, arms, questions
+    on the population line), or None for a table across stores, whose population line starts
+    with the entries of ``stores`` (store path -> description) whose store appears in the rows (all
+    when none does) and, with ``fold``, takes the key columns that are constant over two or more
+    rows (model, T, N, …)."""
     rows = table.rows
     pop: list[str] = []
+    if analysis is None and stores:
+        named = {str(r.get("store")) for r in rows}
+        pop.append("stores " + ", ".join(v for k, v in stores.items() if k in named or not named & set(stores)))
     if analysis is not None:
         pop.append(f"model {analysis['model']}")
         pop.append(f"readout {analysis['readout']}")
@@ -97,7 +109,11 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
     for c in table.columns:
         values = _distinct(rows, c.key)
         constant = len(values) <= 1
-        if analysis is None:  # a table across stores or of the stores: every column is content
+        if analysis is None:  # a table across stores or of the stores: constant keys to the population
+            if fold and c.group == "key" and constant and len(rows) > 1 and c.key != "store":
+                if values and values[0] not in (None, ""):
+                    pop.append(_population_entry(c, str(values[0])))
+                continue
             if c.show or c.kind == "str":
                 shown.append(c)
             continue
@@ -106,14 +122,14 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
                 continue
             if values and values[0] not in (None, ""):
                 text = "/".join(str(v) for v in values) if not constant else str(values[0])
-                pop.append({"grid": f"grid {text}", "T": f"T={text}", "N": f"N={text} per cell"}.get(c.key, f"{c.header} {text}"))
+                pop.append(_population_entry(c, text))
             continue
         shown.append(c)
     if analysis is not None and analysis.get("grid_depths") and any(c.key == "grid" for c in table.columns):
         depths = analysis["grid_depths"]
         pop = [p if not p.startswith("grid ") else f"{p} {{{_depth_text(depths)}}}" for p in pop]
     arms = analysis.get("precision") if analysis else None
-    if arms and not any(c.key == "precision" for c in shown) and not any(p.startswith("Precision") for p in pop):
+    if arms and not any(c.key == "precision" for c in shown) and not any(p.startswith("precision ") for p in pop):
         pop.append("arms " + "/".join(arms))
     if analysis is not None:
         pop.append(f"{analysis['n_questions']} questions, {analysis['arrangements']} arrangement(s)")
@@ -123,7 +139,12 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
     population = "; ".join(pop) or "the stores and cells named in the rows"
     return Block(name=name, stem=stem, title=table.title, population=population, intervals=intervals,
                  headers=headers, cells=cells, latex_cells=latex_cells, table=table,
-                 long=not getattr(table, "rich", True))
+                 long=not getattr(table, "rich", True), columns=shown)
+
+
+def _population_entry(c, text: str) -> str:
+    """One entry of a population line: ``T=8``, ``N=24 per cell``, ``grid quarter``, ``model …``."""
+    return {"grid": f"grid {text}", "T": f"T={text}", "N": f"N={text} per cell"}.get(c.key, f"{c.header.lower()} {text}")
 
 
 def _depth_text(depths) -> str:
@@ -162,7 +183,8 @@ def table_csv_text(table) -> str:
 
 # ---------------------------------------------------------------------------------------- LaTeX
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "§": r"\S{}", "“": "``", "”": "''", "‘": "`", "’": "'"}
 _LATEX_MATH = {
     "τ": r"\tau", "Ξ": r"\Xi", "κ": r"\kappa", "Δ": r"\Delta", "ρ": r"\rho", "α": r"\alpha", "ε": r"\varepsilon",
     "−": "-", "→": r"\to", "≠": r"\neq", "²": "^2", "×": r"\times", "‖": r"\|", "⊥": r"\perp", "≤": r"\le",
@@ -190,12 +212,22 @@ def latex_escape(text: str) -> str:
     return "".join(out).replace("$$", "")
 
 
+def _runs(values) -> bool:
+    """Whether equal values stand together (``a a b b``, not ``a b a``) and some value repeats."""
+    values = list(values)
+    runs = [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
+    return len(runs) == len(set(runs)) and len(runs) < len(values)
+
+
 def latex_table(block: Block, *, label: str, caption: str) -> str:
-    """A booktabs ``table`` float of the block: the caption (with the population and interval
-    lines), the paper's label (or ``depthtraj:<name>``), text columns left, numbers right."""
-    shown = [c for c in block.table.columns if c.header + (f" ({c.unit})" if c.unit and c.unit not in c.header else "") in block.headers]
+    """A booktabs ``table`` float of the block in the paper's layout: the caption (with the
+    population and interval lines), the paper's label (or ``depthtraj:<name>``), text columns
+    left, numbers right; a leading text column (the task, the store) whose equal values stand in
+    consecutive rows is written once per group of rows, groups separated by ``\\midrule``."""
+    shown = block.columns
     align = "".join("l" if c.kind == "str" else "r" for c in shown) or "l"
-    cap = " ".join(x for x in (latex_escape(caption), latex_escape(block.population) + ".",
+    population = block.population[:1].upper() + block.population[1:]
+    cap = " ".join(x for x in (latex_escape(caption), latex_escape(population) + ".",
                                latex_escape(block.intervals) + "." if block.intervals else "") if x.strip(". "))
     lines = [
         r"\begin{table}[!htbp]",
@@ -207,7 +239,15 @@ def latex_table(block: Block, *, label: str, caption: str) -> str:
         " & ".join(latex_escape(h) for h in block.headers) + r" \\",
         r"\midrule",
     ]
+    group = bool(shown) and shown[0].kind == "str" and shown[0].group == "key" and len(shown) > 1 \
+        and _runs(r[0] for r in block.latex_cells)
+    previous = None
     for row in block.latex_cells:
+        row = list(row)
+        if group:
+            if previous is not None and row[0] != previous:
+                lines.append(r"\midrule")
+            row[0], previous = ("" if row[0] == previous else row[0]), row[0]
         lines.append(" & ".join(row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
@@ -215,7 +255,7 @@ def latex_table(block: Block, *, label: str, caption: str) -> str:
 
 # ---------------------------------------------------------------------------------------- HTML
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1180px;margin:2em auto;
 padding:0 1em;color:#1b1b1b;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 h3{margin-top:1.6em}code,.label{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
@@ -233,8 +273,7 @@ figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{f
 
 def html_table(block: Block) -> str:
     """The block as an HTML table (escaped), caption = the table's title."""
-    kinds = [c.kind for c in block.table.columns
-             if c.header + (f" ({c.unit})" if c.unit and c.unit not in c.header else "") in block.headers]
+    kinds = [c.kind for c in block.columns]
     cls = [' class="s"' if k == "str" else "" for k in kinds] + [""] * len(block.headers)
     out = [f"<div class=\"scroll\"><table><caption>{html.escape(block.title)}</caption><thead><tr>"]
     out += [f"<th{cls[i]}>{html.escape(h)}</th>" for i, h in enumerate(block.headers)]

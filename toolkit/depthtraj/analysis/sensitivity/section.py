@@ -189,21 +189,22 @@ register(
     TableSpec("scale_check", 6, _scale_check, (),
               caption="Every homogeneous statistic recomputed on α·s (pd:app:scale)."),
     TableSpec("precision", 6, _precision, ("dynamics",), label="pd:app:tab:precision",
-              caption="Adjacent-increment radius reduction τ (%) per precision arm with 95 % intervals, its paired "
+              caption="Adjacent-increment radius reduction τ (%) per precision arm with intervals, its paired "
                       "change against the first arm (pp), and the exact zero-span nonzero-raw increments."),
     ComparisonSpec("format", frozenset({4}), _format, label="pd:tab:format",
                    caption="Same-question prediction and geometry under label (F1) and answer-text (F2) scoring: "
                            "correct endpoints, disagreement with the endpoint and the depth areas W (%).",
                    needs="needs a label store (F1) and an answer-text store (F2) of the same model and questions"),
     ComparisonSpec("format_conditioned", frozenset({4}), _format_conditioned,
-                   label="pd:app:tab:format-conditioned",
-                   caption="Endpoint-conditioned comparisons (§6): the quotient-over-raw increment W_q − W_raw "
+                   label="",  # the paper gives these numbers in a paragraph of §6, not in a labelled table
+                   caption="Endpoint-conditioned comparisons (§6, the paragraph after pd:app:tab:text-variants; "
+                           "no table in the paper): the quotient-over-raw increment W_q − W_raw "
                            "(pp) on each format's own correct-endpoint subset, with n, and the paired "
                            "accuracy difference between the formats with the questions correct in both.",
                    needs="needs two stores of the same questions (e.g. label F1 and answer-text F2)"),
     ComparisonSpec("text_variants", frozenset({3, 4}), _text_variants, label="pd:app:tab:text-variants",
                    caption="Every scoring variant on the same questions: correct endpoints, the common-energy "
-                           "share Ξ (%), τ (%) and ΔW = W_q − W_raw (pp) on two grids, with 95 % paired "
+                           "share Ξ (%), τ (%) and ΔW = W_q − W_raw (pp) on two grids, with paired "
                            "intervals.",
                    needs="needs an answer-text store (its sum, token and char normalisations) and a label "
                          "store of the same questions"),
