@@ -20,6 +20,7 @@ __all__ = [
     "arrays",
     "cell_of",
     "cell_title",
+    "coverage",
     "figure_title",
     "group_rows",
     "legend_below",
@@ -117,6 +118,12 @@ def safe_name(*parts: Any) -> str:
     """A file-name stem from ``parts`` (letters, digits, ``-``, ``_``)."""
     s = "_".join(str(p) for p in parts if p not in (None, ""))
     return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in s).strip("-_") or "figure"
+
+
+def coverage(document: dict) -> str:
+    """The document's interval coverage as printed in figures (``"95 %"``; ``analyze --level``)."""
+    level = float((document.get("bootstrap") or {}).get("level", 0.95))
+    return f"{100 * level:g} %"
 
 
 def legend_below(fig, axes, ncol: int = 4) -> None:

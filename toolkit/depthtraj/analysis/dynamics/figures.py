@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.plotting import (
+    coverage,
     FULL_WIDTH,
     analyses_of,
     arrays,
@@ -71,7 +72,7 @@ def prediction_figure(document: dict, directory: Path) -> list[Path] | str:
         axd.set_title(f"disagreement with the own depth-{T} winner", loc="left")
         axa.set_title("accuracy", loc="left")
         figure_title(fig, f"{model} · {task_name(task)}: prediction trajectories, T={T} "
-                          "(shading: pointwise 95 % whole-question intervals)")
+                          f"(shading: pointwise {coverage(document)} whole-question intervals)")
         legend_below(fig, (axd, axa), ncol=4)
         out.append(save(fig, Path(directory) / f"prediction_{safe_name(model, task)}.png",
                         label="pd:fig:prediction", panels=2))

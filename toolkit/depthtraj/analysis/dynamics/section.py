@@ -125,7 +125,7 @@ register(
 register(
     FigureSpec("prediction", 4, "pd:fig:prediction",
                "Prediction trajectories: at each depth t, the disagreement with the trajectory's own depth-T "
-               "winner and the accuracy A_t, with pointwise 95 % whole-question intervals (shaded); label (F1) "
+               "winner and the accuracy A_t, with pointwise whole-question intervals (shaded); label (F1) "
                "and answer-text (F2) stores of one model and task are drawn together.",
                F4.prediction_figure, ("transitions",)),
 )

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.plotting import (
+    coverage,
     FULL_WIDTH,
     analyses_of,
     arrays,
@@ -87,7 +88,7 @@ def text_geometry_figure(document: dict, directory: Path) -> list[Path] | str:
         axl.set_title(f"{cell_title(rs[0], 'readout')}: W_raw and increments", loc="left")
         est, lo, hi = arrays(rs, "delta_dp")
         axr.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color="tab:red", capsize=3,
-                     label="direction + pairing W_res − W_q (95 % interval)")
+                     label=f"direction + pairing W_res − W_q ({coverage(document)} interval)")
         axr.axhline(0, color="black", lw=0.6)
         axr.set_xticks(x, [_cell(r) for r in rs])
         axr.set_xlim(-0.5, len(rs) - 0.5)
@@ -160,7 +161,7 @@ def label_increments_figure(document: dict, directory: Path) -> list[Path] | str
         ax.set_xticks(x, [_cell(r) for r in rs])
         ax.set_ylabel("paired increment (pp)")
         ax.set_title(f"{cell_title(rs[0], 'readout')}: increments on grid {grid}, T={rs[0].get('T')} "
-                     "(95 % paired intervals)", loc="left")
+                     f"({coverage(document)} paired intervals)", loc="left")
         legend_below(fig, ax, ncol=3)
         out.append(save(fig, Path(directory) / f"label-increments_{safe_name(rs[0].get('model'), rs[0].get('readout'), Path(store).stem)}.png",
                         label="pd:app:fig:label-increments", panels=1))

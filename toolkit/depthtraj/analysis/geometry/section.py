@@ -198,13 +198,13 @@ register(
                "Direction and competitor pairing beyond translation under answer-text scoring. Left: raw "
                "depth area and the three increments of r3:eq:depth-components stacked on it; black marks: the "
                "mean and LSE references. Right: the combined direction and pairing contribution W_res − W_q "
-               "with 95 % whole-question intervals.", F3.text_geometry_figure, ("depth_area",)),
+               "with whole-question intervals.", F3.text_geometry_figure, ("depth_area",)),
     FigureSpec("text_cdf", 3, "pd:app:fig:text-cdf",
                "Earliest-depth distributions F_j(d) under answer-text scoring on the native candidate grid, "
                "including the shared terminal fallback at T.", F3.text_cdf_figure, ("gains",)),
     FigureSpec("label_increments", 3, "pd:app:fig:label-increments",
                "Direction and competitor pairing under label scoring: the increments of "
-               "r3:eq:depth-components with paired 95 % whole-question intervals.",
+               "r3:eq:depth-components with paired whole-question intervals.",
                F3.label_increments_figure, ("direction",)),
     FigureSpec("ladder", 3, "pd:fig:ladder",
                "Where the geometric gains arise under label scoring: at each preterminal native depth d, blue "

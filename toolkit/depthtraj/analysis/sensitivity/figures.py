@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.plotting import (
+    coverage,
     FULL_WIDTH,
     analyses_of,
     arrays,
@@ -110,7 +111,7 @@ def precision_figure(document: dict, directory: Path) -> list[Path] | str:
         axc.set_xticks([t for t, _ in ticks], [lab for _, lab in ticks])
         axc.set_xlim(-0.6, x0 - 1.4)
         axc.set_ylabel("paired change in 100τ (pp)")
-        axc.set_title(f"({chr(ord('a') + len(stores))}) paired Δ100τ\n(95 % intervals)", loc="left")
+        axc.set_title(f"({chr(ord('a') + len(stores))}) paired Δ100τ\n({coverage(document)} intervals)", loc="left")
         figure_title(fig, f"{task_name(task)} · {readout}: retained radius and precision arms")
         legend_below(fig, axes, ncol=len(arms) + 1)
         models = [stores[s][0].get("model") for s in stores]

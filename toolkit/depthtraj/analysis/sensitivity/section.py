@@ -214,7 +214,7 @@ register(
     FigureSpec("precision", 6, "pd:fig:precision",
                "Exact plateaus and precision: (a) the distribution of ρ = B_q / B_raw over nonzero adjacent "
                "increments per arm on the 0.01 grid, the atom at zero marking exact translations; (c) the "
-               "paired change in raw-radius-weighted 100τ against the first arm with 95 % whole-question "
+               "paired change in raw-radius-weighted 100τ against the first arm with whole-question "
                "intervals. The paper draws MMLU as pd:fig:precision and ARC as pd:app:fig:arc-precision.",
                F6.precision_figure, ("rho", "precision"), aliases=("pd:app:fig:arc-precision",)),
 )
