@@ -43,6 +43,7 @@ __all__ = [
     "Column",
     "Table",
     "ci_text",
+    "distinct_values",
     "estimate_table",
     "json_document",
     "key_columns",
@@ -270,7 +271,8 @@ def _fmt(c: Column, row: dict, *, multiline: bool = True) -> str:
     return s
 
 
-def _distinct(rows, key) -> list:
+def distinct_values(rows, key) -> list:
+    """The values of ``key`` over ``rows``, each once, in first-seen order."""
     out = []
     for r in rows:
         v = r.get(key)
@@ -281,7 +283,7 @@ def _distinct(rows, key) -> list:
 
 def constant_columns(table: Table) -> list[Column]:
     """The key columns of ``table`` with one value over all rows (shown in the title)."""
-    return [c for c in table.columns if c.group == "key" and len(_distinct(table.rows, c.key)) <= 1 and table.rows]
+    return [c for c in table.columns if c.group == "key" and len(distinct_values(table.rows, c.key)) <= 1 and table.rows]
 
 
 def covered_keys(table: Table, others: Sequence[Table]) -> set[str]:

@@ -7,20 +7,15 @@ columns with estimates written ``9.77 [7.03, 12.50]``.
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.grid import format_depths
+from ..core.tables import distinct_values, is_count, table_csv
+
 __all__ = ["Block", "block_of", "html_page", "latex_table", "markdown_table", "table_csv_text"]
-
-#: Columns that are descriptive and never shown as a column when constant.
-_POPULATION_KEYS = ("store", "model", "readout", "task", "subject", "K", "precision", "T", "N", "grid", "grid_depths")
-#: Units whose values are counts (printed without decimals when integral).
-_COUNT_UNITS = ("questions", "pairs", "increments", "count")
-
 
 @dataclass
 class Block:
@@ -40,10 +35,6 @@ class Block:
     files: dict[str, str] = field(default_factory=dict)
     #: the shown columns (:class:`~depthtraj.analysis.core.tables.Column`), in ``headers``' order
     columns: list = field(default_factory=list)
-
-
-def _is_count(col) -> bool:
-    return col.kind == "int" or col.unit in _COUNT_UNITS or col.key in ("N", "n", "count") or col.key.startswith(("n_", "N_"))
 
 
 def _num(v: float, digits: int, count: bool) -> str:
@@ -68,22 +59,13 @@ def fmt_cell(col, row: dict, *, latex: bool = False) -> str:
     if col.kind == "sci":
         s = f"{v:.{col.digits}e}"
         return f"${s}$" if latex else s
-    count = _is_count(col)
+    count = is_count(col)
     s = _num(v, col.digits, count)
     lo, hi = row.get(f"{col.key}_lo"), row.get(f"{col.key}_hi")
     if col.interval and lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
         a, b = _num(lo, col.digits, count), _num(hi, col.digits, count)
         return f"${s}\\,[{a},{b}]$" if latex else f"{s} [{a}, {b}]"
     return f"${s}$" if latex and s.startswith("-") else s
-
-
-def _distinct(rows, key) -> list:
-    seen = []
-    for r in rows:
-        v = r.get(key)
-        if v not in seen:
-            seen.append(v)
-    return seen
 
 
 def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: str,
@@ -107,7 +89,7 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
         pop.append(f"store {analysis['store']}")
     shown = []
     for c in table.columns:
-        values = _distinct(rows, c.key)
+        values = distinct_values(rows, c.key)
         constant = len(values) <= 1
         if analysis is None:  # a table across stores or of the stores: constant keys to the population
             if fold and c.group == "key" and constant and len(rows) > 1 and c.key != "store":
@@ -127,7 +109,7 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
         shown.append(c)
     if analysis is not None and analysis.get("grid_depths") and any(c.key == "grid" for c in table.columns):
         depths = analysis["grid_depths"]
-        pop = [p if not p.startswith("grid ") else f"{p} {{{_depth_text(depths)}}}" for p in pop]
+        pop = [p if not p.startswith("grid ") else f"{p} {{{format_depths(depths)}}}" for p in pop]
     arms = analysis.get("precision") if analysis else None
     if arms and not any(c.key == "precision" for c in shown) and not any(p.startswith("precision ") for p in pop):
         pop.append("arms " + "/".join(arms))
@@ -147,13 +129,6 @@ def _population_entry(c, text: str) -> str:
     return {"grid": f"grid {text}", "T": f"T={text}", "N": f"N={text} per cell"}.get(c.key, f"{c.header.lower()} {text}")
 
 
-def _depth_text(depths) -> str:
-    ds = [int(d) for d in depths]
-    if len(ds) > 2 and ds == list(range(ds[0], ds[-1] + 1)):
-        return f"{ds[0]}:{ds[-1]}"
-    return ",".join(str(d) for d in ds)
-
-
 # ---------------------------------------------------------------------------------------- text
 def markdown_table(block: Block, *, max_rows: int = 60) -> str:
     """GitHub-flavoured Markdown of the block (rows beyond ``max_rows``: see its CSV)."""
@@ -170,15 +145,9 @@ def markdown_table(block: Block, *, max_rows: int = 60) -> str:
 
 
 def table_csv_text(table) -> str:
-    """The table's rows as CSV (header = every row key, intervals as ``X_lo``/``X_hi``)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    keys = table.keys()
-    w.writerow(keys)
-    for r in table.rows:
-        w.writerow(["" if r.get(k) is None else (f"{r[k]:.12g}" if isinstance(r.get(k), float) else r.get(k))
-                    for k in keys])
-    return buf.getvalue()
+    """The table's rows as CSV (header = every row key, intervals as ``X_lo``/``X_hi``), as
+    ``analyze --out`` writes it (:func:`~depthtraj.analysis.core.tables.table_csv`)."""
+    return table_csv([table])
 
 
 # ---------------------------------------------------------------------------------------- LaTeX
