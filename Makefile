@@ -7,7 +7,12 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 TORCH  := torch==2.13.0
 
-.PHONY: demo test bench schema lint clean
+# The lower bounds of the `models` extra (transformers 4.54, tokenizers 0.21) in their own venv:
+# the adapters and their conformance kit against the upstream code on the oldest supported stack.
+LOWER     := .venv-lower
+LOWER_PIN := transformers==4.54.0 tokenizers==0.21.*
+
+.PHONY: demo test test-lower bench schema lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +29,16 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
+$(LOWER)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LOWER)
+	$(LOWER)/bin/python -m pip install -q --upgrade pip
+	$(LOWER)/bin/python -m pip install -q $(TORCH)
+	$(LOWER)/bin/python -m pip install -q -e ".[models,test]" $(LOWER_PIN)
+	touch $@
+
+test-lower: $(LOWER)/.installed
+	$(LOWER)/bin/python -m pytest -q -m models tests/test_adapter_kit.py tests/adapters/test_batch_invariance.py
+
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/run.py
 
@@ -31,4 +46,4 @@ schema: $(VENV)/.installed
 	$(BIN)/depthtraj schema export schemas
 
 clean:
-	rm -rf $(VENV) depthtraj-demo .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LOWER) depthtraj-demo .pytest_cache .hypothesis

@@ -141,7 +141,7 @@ class UnknownExtra(OuroAdapter):
         pytest.param(SkipsAStep, "huginn", "readout-equals-own-forward",
                      "vs log_softmax(own_forward_logits)", id="SkipsAStep"),
         pytest.param(SharedGenerator, "huginn", "batch-independence",
-                     "in the middle of a padded batch vs alone", id="SharedGenerator"),
+                     "fp32: label readout of item 2 in the middle of a padded batch vs alone", id="SharedGenerator"),
         pytest.param(GlobalRandomState, "huginn", "seed-determinism",
                      "draw from the generators it is given", id="GlobalRandomState"),
         pytest.param(IgnoresMask, "ouro", "packed-equals-unshared",

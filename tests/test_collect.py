@@ -79,6 +79,7 @@ def test_collect_validate_analyze_arc_questions(tiny_huginn, arc_test, tmp_path)
 
 
 def test_batch_size_does_not_change_scores(tiny_huginn, arc_test, tmp_path):
+    """Invariant batching (the default): the same bytes in every arm whatever --batch-size."""
     from depthtraj.collect import Source, collect
     from depthtraj.store import open_store
 
@@ -86,9 +87,89 @@ def test_batch_size_does_not_change_scores(tiny_huginn, arc_test, tmp_path):
     for b in (1, 5):  # in process: the property is collect's, the CLI adds nothing to it
         out = tmp_path / f"b{b}.zarr"
         collect(adapter="huginn", model=tiny_huginn, sources=[Source("arc_challenge", arc_test, 10)], out=out,
-                depths=3, precision=["fp32"], batch_size=b)
+                depths=3, precision=["bf16", "bf16-fp32head", "fp32"], batch_size=b)
         stores.append(open_store(out).score.values)
-    np.testing.assert_allclose(stores[0], stores[1], rtol=0, atol=1e-5)
+    assert stores[0].tobytes() == stores[1].tobytes()
+
+
+def test_execution_mode_is_recorded_and_kept_on_resume(tiny_huginn, arc_test, tmp_path):
+    from depthtraj.collect import CollectError, Source, collect
+    from depthtraj.store import open_store
+
+    def run(out, limit=4, **kw):
+        return collect(adapter="huginn", model=tiny_huginn, sources=[Source("arc_challenge", arc_test, limit)],
+                       out=out, depths=2, chunk_size=2, **kw)
+
+    padded = tmp_path / "padded.zarr"
+    run(padded, batching="padded", batch_size=3)
+    assert open_store(padded).attrs["depthtraj"]["execution"] == {"batching": "padded", "batch_size": 3}
+    with pytest.raises(CollectError, match=r"execution is padded batches of 3, this run's is one item per "
+                                           r"forward \(invariant\); resume with --batching padded --batch-size 3"):
+        run(padded, resume=True)
+    with pytest.raises(CollectError, match="resume with --batching padded --batch-size 3"):
+        run(padded, resume=True, batching="padded", batch_size=4)
+    # auto takes the size the store was written with
+    assert run(padded, resume=True, batching="padded").written == 0
+
+    # a store of an earlier writer (no execution attrs) ran padded batches: only those continue it
+    old = tmp_path / "old.zarr"
+    run(old, limit=4, batching="padded", batch_size=2)
+    group = zarr.open_group(str(old), mode="r+")
+    attrs = dict(group.attrs["depthtraj"])
+    del attrs["execution"]
+    group.attrs["depthtraj"] = attrs
+    with pytest.raises(CollectError, match="written before execution modes were recorded"):
+        run(old, resume=True)
+    run(old, resume=True, batching="padded", batch_size=2)
+
+
+def test_auto_batch_size(tiny_huginn, arc_test, tmp_path, monkeypatch):
+    """--batch-size auto: 1 under invariant batching; under padded batching the largest power of
+    two whose trial forward fits (CPU: extrapolated from the peak resident memory of 1 and 2 items;
+    CUDA: until out of memory or over the budget, simulated here)."""
+    import depthtraj.collect as C
+    from depthtraj.store import open_store
+
+    lines = []
+    out = tmp_path / "auto.zarr"
+    C.collect(adapter="huginn", model=tiny_huginn, sources=[C.Source("arc_challenge", arc_test, 6)],
+              out=out, depths=2, chunk_size=4, batching="padded", log=lines.append)
+    chosen = open_store(out).attrs["depthtraj"]["execution"]["batch_size"]
+    assert chosen in (1, 2, 4) and any(f"--batch-size auto: {chosen} items per padded forward" in m for m in lines)
+
+    class Runner:  # a padded runner whose forwards take 3 GB per item
+        batching, device = "padded", "cuda"
+
+        def label_readout(self, prompts, targets, seeds, steps, arm):
+            if len(prompts) > 8:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+            Meter.used = 3e9 * len(prompts)
+
+    class Meter:
+        cuda, available, budget, used = True, True, 40e9, 0.0
+
+        def __init__(self, device):
+            pass
+
+        def reset(self):
+            Meter.used = 0.0
+
+        def peak(self):
+            return Meter.used
+
+    monkeypatch.setattr(C, "_PeakMemory", Meter)
+    items = [C._Item(q=0, a=0, prompt=[1] * n, order=(0, 1), targets=[5, 6]) for n in (3, 9, 4)]
+    qs = type("Q", (), {"seed": [11]})()
+    arms = [C.STANDARD_ARMS["bf16"]]
+    assert C.auto_batch_size(Runner(), items, qs, 4, arms, "label", cap=256) == 8  # 16 runs out
+    Meter.budget = 20e9
+    assert C.auto_batch_size(Runner(), items, qs, 4, arms, "label", cap=256) == 4  # 8 x 3 GB > 20 GB
+    assert C.auto_batch_size(Runner(), items, qs, 4, arms, "label", cap=2) == 2
+    Meter.budget = 1e9
+    with pytest.raises(C.CollectError, match="not even one item fits"):
+        C.auto_batch_size(Runner(), items, qs, 4, arms, "label")
+    Runner.batching = "invariant"
+    assert C.auto_batch_size(Runner(), items, qs, 4, arms, "label") == 1
 
 
 def test_sigkilled_collect_resumes_to_the_same_store(tiny_huginn, arc_test, tmp_path):
@@ -158,6 +239,8 @@ def test_resume_refuses_another_collection(tiny_huginn, arc_test, tmp_path):
         ("unknown task", lambda a, p: a.__setitem__(a.index("--task") + 1, "hellaswag"), "unknown task 'hellaswag'"),
         ("unknown precision", lambda a, p: a.extend(["--precision", "fp8"]), "unknown precision arm 'fp8'"),
         ("missing model", lambda a, p: a.__setitem__(a.index("--model") + 1, p / "no-model"), "no-model: no such directory"),
+        ("zero batch size", lambda a, p: a.extend(["--batch-size", "0"]), "--batch-size must be a positive integer or auto, got '0'"),
+        ("unknown batching", lambda a, p: a.extend(["--batching", "fast"]), "--batching must be one of invariant, padded, got 'fast'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tiny_huginn, arc_test, tmp_path, case, fix, message):

@@ -53,6 +53,16 @@ ENTRY_POINT_GROUP = "depthtraj.adapters"
 
 _DTYPE_NAMES = ("bfloat16", "float16", "float32", "float64")
 
+BATCHING_MODES = ("invariant", "padded")
+"""How the engine executes a batch of items (:attr:`LoopedLMAdapter.batching`).
+
+``invariant`` (default): every item runs alone, at its own length, so the arithmetic of an item
+(matrix-product shapes, attention lengths, reduction orders) never depends on which items share
+its batch: its scores are the same bytes in every arm whatever ``--batch-size``,
+``--chunk-size``, ``--limit`` or sharding. ``padded``: items are right-padded into one batch, one
+forward for all; faster on a GPU, exact in fp32 up to rounding (~1e-6 nats), but bf16 scores move
+with the batch's composition (up to a few 1e-2 nats at width 512 on CPU)."""
+
 
 class _LabelArrays(NamedTuple):
     """Per-depth label readouts of one batch of questions (all float32 numpy arrays).
@@ -344,6 +354,36 @@ def _unshare(packed: _Packed, pad: int = 0) -> _Unshared:
     return _Unshared(item, cand, ids, state_rows, read_at, target, valid, lead)
 
 
+def _pad_candidates(x: np.ndarray, k_max: int, fill) -> np.ndarray:
+    """``x`` with its candidate axis (axis -1) filled with ``fill`` up to ``k_max``."""
+    pad = k_max - x.shape[-1]
+    if not pad:
+        return x
+    return np.concatenate([x, np.full((*x.shape[:-1], pad), fill, dtype=x.dtype)], axis=-1)
+
+
+def _stack_readouts(parts: Sequence[Any], cls: type) -> Any:
+    """One readout of ``cls`` (:class:`LabelReadout` or :class:`TextReadout`) from the
+    single-item readouts ``parts``, in order: candidate axes filled to the batch's ``k_max``
+    (NaN scores, 0 tokens, -1 greedy flags), every array concatenated over ``batch``."""
+    nan = np.float32(np.nan)
+    if cls is LabelReadout:
+        k_max = max(p.logprob.shape[-1] for p in parts)
+        fields = [np.concatenate([_pad_candidates(p.logprob, k_max, nan) for p in parts]),
+                  np.concatenate([p.logsumexp for p in parts]),
+                  np.concatenate([p.latent_step_norm for p in parts])]
+    else:
+        k_max = max(p.n_tokens.shape[-1] for p in parts)
+        fields = [np.concatenate([_pad_candidates(p.logprob_sum, k_max, nan) for p in parts]),
+                  np.concatenate([_pad_candidates(p.logprob_first, k_max, nan) for p in parts]),
+                  np.concatenate([_pad_candidates(p.n_tokens, k_max, 0) for p in parts]),
+                  np.concatenate([p.logsumexp for p in parts]),
+                  np.concatenate([p.latent_step_norm for p in parts]),
+                  np.concatenate([_pad_candidates(p.greedy, k_max, -1) for p in parts])]
+    extras = {k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras}
+    return cls(*fields, extras=extras)
+
+
 def torch_dtype(name: str) -> torch.dtype:
     """The ``torch.dtype`` of a format dtype name (``bfloat16``, ``float16``, ``float32``,
     ``float64``)."""
@@ -418,6 +458,8 @@ class LoopedLMAdapter(abc.ABC):
         revision: pinned commit hash of the checkpoint, or ``"local"``.
         weights_dtype: dtype name the weights were rounded to.
         pad_token_id: token used to right-pad batches (any id works: readouts never look at pads).
+        batching: ``"invariant"`` (each item runs alone: scores independent of the batch in every
+            arm) or ``"padded"`` (one right-padded forward per batch); see :data:`BATCHING_MODES`.
         self_check_report: what the last :meth:`self_check` measured (``None`` before one ran).
     """
 
@@ -440,14 +482,21 @@ class LoopedLMAdapter(abc.ABC):
         weights_dtype: str = "bfloat16",
         model_name: str | None = None,
         revision: str = "local",
+        batching: str = "invariant",
     ) -> None:
         """Wrap an already loaded float32 ``model`` (see :meth:`load` for the usual route).
 
         The weights are rounded to ``weights_dtype`` here, once, and a parameter-cast copy of the
         model is made for every other dtype the ``arms`` compute in.
+
+        Raises:
+            ValueError: ``batching`` is not one of :data:`BATCHING_MODES`.
         """
         import torch
 
+        if batching not in BATCHING_MODES:
+            raise ValueError(f"batching must be one of {', '.join(BATCHING_MODES)}, got {batching!r}")
+        self.batching = batching
         self.device = torch.device(device)
         self.weights_dtype = weights_dtype
         for arm in arms:
@@ -474,6 +523,7 @@ class LoopedLMAdapter(abc.ABC):
         self_check: int | None = 4,
         check_text: bool = True,
         revision: str | None = None,
+        batching: str = "invariant",
     ) -> Self:
         """Load a checkpoint (hub id or directory) with its remote code, prepare ``arms`` and
         check the adapter against the model's own forward.
@@ -490,7 +540,7 @@ class LoopedLMAdapter(abc.ABC):
         a hub id; whatever loaded must then be at that revision (its commit hash, or for a local
         directory its :func:`checkpoint_hash`, equal to or starting with ``revision``). The
         adapter's :attr:`revision` is the resolved commit, or the content hash of a local
-        directory.
+        directory. ``batching`` is the execution mode of batches (:data:`BATCHING_MODES`).
 
         Raises:
             AdapterSelfCheckError: the adapter's readout is not the model's own forward.
@@ -528,6 +578,7 @@ class LoopedLMAdapter(abc.ABC):
             weights_dtype=weights.pop(),
             model_name=model_name,
             revision=revision,
+            batching=batching,
         )
         if self_check:
             adapter.self_check(self_check, text=check_text)
@@ -726,10 +777,13 @@ class LoopedLMAdapter(abc.ABC):
         step at every item's own last real token, so the cost is one forward with ``n_steps``
         steps plus ``n_steps`` (cheap, single-position) head evaluations, not ``n_steps`` forwards.
 
-        Batching is padding-safe: prompts are right-padded with :attr:`pad_token_id` and, under
-        causal attention, real positions never see the trailing pads. Item ``i``'s initial state is
-        drawn from ``torch.Generator("cpu").manual_seed(seeds[i])`` for its own length, so its
-        scores do not depend on which batch it is in.
+        Batching (:attr:`batching`): ``"invariant"`` runs every item alone at its own length, so
+        its scores are the same bytes in any batch, in every arm. ``"padded"`` right-pads the
+        prompts with :attr:`pad_token_id` into one forward; under causal attention real positions
+        never see the trailing pads, so scores agree with the item run alone up to the rounding of
+        differently shaped kernels (~1e-6 nats in fp32; in bf16 the rounding compounds over the
+        steps). Item ``i``'s initial state is drawn from
+        ``torch.Generator("cpu").manual_seed(seeds[i])`` for its own length in both modes.
 
         Precision (`pd:app:extended-precision`): embedding, prelude and recurrence run in
         ``arm.recurrence_dtype``; the readout path runs in ``arm.head_dtype`` on the same hidden
@@ -763,6 +817,11 @@ class LoopedLMAdapter(abc.ABC):
         if min(lengths) == 0:
             raise ValueError("every prompt needs at least one token")
         self._check_weights_dtype(arm)
+        if self.batching == "invariant" and batch > 1:
+            return _stack_readouts([
+                self.label_readout([p], [tg], [sd], n_steps, arm)
+                for p, tg, sd in zip(prompts, targets, seeds, strict=True)
+            ], LabelReadout)
 
         seq = max(lengths)
         k_max = max((len(t) for t in targets), default=0)
@@ -863,6 +922,11 @@ class LoopedLMAdapter(abc.ABC):
         if any(len(v) == 0 for c in continuations for v in c):
             raise ValueError("every continuation needs at least one token")
         self._check_weights_dtype(arm)
+        if self.batching == "invariant" and batch > 1:
+            return _stack_readouts([
+                self.text_readout([p], [c], [sd], n_steps, arm, shared_prefix=shared_prefix)
+                for p, c, sd in zip(prompts, continuations, seeds, strict=True)
+            ], TextReadout)
         packed = _pack(prompts, continuations, self.pad_token_id)
         dev = self.device
         k_max = packed.n_tokens.shape[1]
@@ -1095,6 +1159,7 @@ def load_adapter_class(name: str) -> type[LoopedLMAdapter]:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "BATCHING_MODES",
     "AdapterSelfCheckError",
     "CHECKPOINT_SUFFIXES",
     "LabelReadout",

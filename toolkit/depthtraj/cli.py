@@ -314,7 +314,12 @@ def collect(
     depths: Annotated[int, typer.Option(help="Endpoint T: record every recurrence step 1..T.")] = 32,
     precision: Annotated[str, typer.Option(help="Comma-separated arms: bf16, bf16-fp32head, fp32.")] = "bf16",
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
-    batch_size: Annotated[int, typer.Option(help="Questions per forward batch.")] = 8,
+    batch_size: Annotated[str, typer.Option(
+        metavar="N|auto", help="Items per batch. padded: items per forward (auto: the largest power of two that "
+                               "fits in memory); invariant: items between progress reports (auto: 1).")] = "auto",
+    batching: Annotated[str, typer.Option(
+        metavar="MODE", help="invariant: one item per forward, scores independent of batching in every arm (default); "
+                             "padded: right-padded batches, faster on a GPU, bf16 scores depend on the batches.")] = "invariant",
     seed: Annotated[int, typer.Option(help="Base seed of the per-question initial states.")] = 0,
     chunk_size: Annotated[int, typer.Option(help="Questions per store chunk (unit of writing and resuming).")] = 64,
     resume: Annotated[bool, typer.Option(help="Continue an existing store: collect only its incomplete chunks.")] = False,
@@ -353,6 +358,7 @@ def collect(
                 precision=[p for p in precision.split(",") if p.strip()],
                 device=device,
                 batch_size=batch_size,
+                batching=batching,
                 seed=seed,
                 chunk_size=chunk_size,
                 resume=resume,

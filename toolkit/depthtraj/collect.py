@@ -37,7 +37,9 @@ from . import __version__
 from . import layout as L
 from .models.v1 import (
     STANDARD_ARMS,
+    ATTRS_KEY,
     AdapterInfo,
+    Execution,
     ModelInfo,
     PrecisionArm,
     PromptTemplate,
@@ -336,7 +338,7 @@ def collect(
     depths: int = 32,
     precision: Sequence[str] = ("bf16",),
     device: str = "cpu",
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     seed: int = 0,
     resume: bool = False,
     chunk_size: int = 64,
@@ -348,6 +350,7 @@ def collect(
     progress: Callable[[int, int], None] | None = None,
     log: Callable[[str], None] | None = None,
     revision: str | None = None,
+    batching: str = "invariant",
 ) -> CollectSummary:
     """Collect per-depth score trajectories and write a format-v1 store.
 
@@ -376,6 +379,14 @@ def collect(
         ``(i, n)`` or ``'i/n'``: collect only the chunks ``c`` with ``c % n == i - 1``. The first
         shard to arrive creates the store (atomically; the others join it after checking it is
         the same collection); the shard that finds every chunk complete consolidates it.
+    batching, batch_size
+        ``invariant`` (default): every item runs alone at its own length, so every arm's scores
+        are the same bytes whatever the batch size, chunking, ``--limit`` or sharding;
+        ``batch_size`` then only sets how many items go between progress reports (``auto``: 1).
+        ``padded``: ``batch_size`` items per right-padded forward (faster on a GPU; bf16 scores
+        then depend on the batches); ``auto`` picks the largest power of two up to 256 whose
+        forward fits in memory (:func:`auto_batch_size`). Both are recorded in
+        ``attrs.execution``.
     optional
         Optional depth statistics to record; the adapter's step extras (e.g. ``exit_gate``) are
         added when it provides them.
@@ -400,8 +411,9 @@ def collect(
     log = log or (lambda msg: None)
     if depths < 1:
         raise CollectError(f"--depths must be >= 1, got {depths}")
-    if batch_size < 1:
-        raise CollectError(f"--batch-size must be >= 1, got {batch_size}")
+    batch_size = parse_batch_size(batch_size)
+    if batching not in BATCHING:
+        raise CollectError(f"--batching must be one of {', '.join(BATCHING)}, got {batching!r}")
     if chunk_size < 1:
         raise CollectError(f"--chunk-size must be >= 1, got {chunk_size}")
     check_readout(readout, options, arrangements)
@@ -447,7 +459,8 @@ def collect(
     log(f"loading {adapter} model from {model} on {device}")
     try:
         runner = adapter_cls.load(
-            model, device=device, arms=arms, self_check=depths, check_text=readout == "text", revision=revision
+            model, device=device, arms=arms, self_check=depths, check_text=readout == "text", revision=revision,
+            batching=batching,
         )
     except (AdapterSelfCheckError, RevisionMismatchError) as exc:
         raise CollectError(str(exc)) from None
@@ -461,6 +474,14 @@ def collect(
     orders = arrangement_orders([len(q.choices) for q in questions], arrangements)
     items = tokenize_items(runner.tokenizer, questions, orders, readout=readout, options=options)
     qs = question_set(questions, seed, orders)
+    stored = _stored_execution(out) if exists else None
+    if batch_size == "auto" and batching == "padded" and stored is not None and stored.batching == "padded":
+        batch_size = stored.batch_size  # a resumed or joined padded store keeps its batches
+        log(f"--batch-size auto: {batch_size}, as the store was written")
+    if batch_size == "auto":
+        batch_size = auto_batch_size(runner, items, qs, depths, arms, readout,
+                                     cap=min(AUTO_BATCH_CAP, chunk_size * arrangements), log=log)
+    execution = Execution(batching=batching, batch_size=batch_size if batching == "padded" else None)
     extras = _probe_extras(runner, items, qs, arms[0])
     unknown = [e for e in extras if e not in L.OPTIONAL]
     if unknown:
@@ -500,6 +521,7 @@ def collect(
         created=_dt.datetime.now(_dt.timezone.utc),
         seeds=Seeds(base=seed, scheme=SEED_SCHEME),
         device=_device_name(device),
+        execution=execution,
         notes="; ".join(notes),
     )
     # text readouts also record lm-eval's per-candidate greedy flag at every depth
@@ -596,6 +618,152 @@ def _check_device(device: str) -> None:
         raise CollectError(f"--device {device} was asked for, but torch sees no MPS device")
 
 
+BATCHING = ("invariant", "padded")
+"""``--batching`` modes (:data:`depthtraj.adapter.BATCHING_MODES`, here without importing torch)."""
+
+AUTO_BATCH_CAP = 256
+"""The largest batch ``--batch-size auto`` tries."""
+
+AUTO_MEMORY_FRACTION = 0.85
+"""``--batch-size auto`` keeps a batch's peak memory under this fraction of the device's (GPU:
+total memory; CPU: the process's resident memory plus what the system has available)."""
+
+
+def parse_batch_size(value: int | str) -> int | str:
+    """``--batch-size``: a positive integer or ``auto`` (:class:`CollectError` otherwise)."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise CollectError(f"--batch-size must be a positive integer or auto, got {value!r}")
+    return int(text)
+
+
+class _PeakMemory:
+    """Peak memory (bytes) of the work between :meth:`reset` and :meth:`peak`, and the budget.
+
+    CUDA: the allocator's peak (``torch.cuda.max_memory_allocated``) against
+    :data:`AUTO_MEMORY_FRACTION` of the device's total memory. CPU (Linux): the process's peak
+    resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) against the same fraction of
+    the current resident set plus ``MemAvailable``. ``available`` is False where neither can be
+    read (other platforms)."""
+
+    def __init__(self, device) -> None:
+        import torch
+
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            self.budget = AUTO_MEMORY_FRACTION * total
+            self.available = True
+            return
+        try:
+            rss = self._status("VmRSS")
+            with open("/proc/meminfo") as f:
+                avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.budget = AUTO_MEMORY_FRACTION * (rss + avail)
+            self.available = True
+        except (OSError, StopIteration, ValueError):
+            self.budget, self.available = float("inf"), False
+
+    @staticmethod
+    def _status(key: str) -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
+
+    def reset(self) -> None:
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+        elif self.available:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+
+    def peak(self) -> float:
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            return float(torch.cuda.max_memory_allocated(self.device))
+        return float(self._status("VmHWM")) if self.available else 0.0
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+
+
+def auto_batch_size(runner, items: Sequence[_Item], qs: QuestionSet, depths: int,
+                    arms: Sequence[PrecisionArm], readout: str, *, cap: int = AUTO_BATCH_CAP,
+                    log: Callable[[str], None] | None = None) -> int:
+    """``--batch-size auto``: the largest power of two ``b <= cap`` whose padded forward fits.
+
+    Invariant batching runs one item per forward, so it returns 1 (no search). Padded batching
+    runs trial forwards (two recurrence steps, readouts included) of the ``b`` longest items of
+    the run, in the arm with the widest arithmetic, for ``b = 1, 2, 4, ...``: on CUDA until a
+    batch runs out of memory or its peak passes :data:`AUTO_MEMORY_FRACTION` of the device's
+    memory; on a CPU the peak resident memory of ``b = 1`` and ``b = 2`` gives the memory per
+    item, and ``b`` is the largest power of two whose extrapolated peak fits (no trial at large
+    ``b``: a CPU has no out-of-memory error to catch). The memory of a forward does not grow
+    with the number of steps (states are overwritten), so two steps measure it. Logs the choice.
+
+    Raises:
+        CollectError: not even one item fits.
+    """
+    log = log or (lambda msg: None)
+    if getattr(runner, "batching", "invariant") == "invariant" or not items:
+        return 1
+    cap = max(1, int(cap))
+    longest = sorted(range(len(items)), key=lambda i: -items[i].length)
+    arm = max(arms, key=lambda a: (_dtype_bytes(a.recurrence_dtype), _dtype_bytes(a.head_dtype)))
+    meter = _PeakMemory(runner.device)
+    steps = min(2, depths)
+
+    def trial(b: int) -> float:
+        batch = [items[longest[i % len(longest)]] for i in range(b)]
+        seeds = [qs.seed[it.q] for it in batch]
+        meter.reset()
+        if readout == "label":
+            runner.label_readout([it.prompt for it in batch], [it.targets for it in batch], seeds, steps, arm)
+        else:
+            runner.text_readout([it.prompt for it in batch], [it.continuations for it in batch], seeds, steps, arm)
+        return meter.peak()
+
+    best, b, peaks = 0, 1, {}
+    while b <= cap:
+        if not meter.cuda and len(peaks) == 2:  # CPU: extrapolate from b = 1, 2
+            per_item = max(peaks[2] - peaks[1], 1.0)
+            fits = int((meter.budget - peaks[1]) // per_item) + 1
+            best = max(best, 1 << max(0, min(cap, fits).bit_length() - 1)) if fits >= 1 else best
+            break
+        try:
+            peaks[b] = trial(b)
+        except Exception as exc:
+            if not _is_oom(exc):
+                raise
+            break
+        if peaks[b] > meter.budget:
+            break
+        best, b = b, b * 2
+    if not best:
+        raise CollectError(f"--batch-size auto: not even one item fits in memory on {runner.device}")
+    where = "GPU memory" if meter.cuda else ("memory" if meter.available else "memory (not measurable here: largest tried)")
+    log(f"--batch-size auto: {best} items per padded forward ({where}; cap {cap})")
+    return best
+
+
+def _dtype_bytes(name: str) -> int:
+    return {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}.get(name, 4)
+
+
 def _check_out(out, *, resume: bool, shard) -> tuple[str, bool, bool]:
     """``(out, remote, exists)`` after checking, before any model loads, that the store can be
     written there: a local ``--out`` must not be a file, its parent must exist and take a new
@@ -636,6 +804,18 @@ def _check_out(out, *, resume: bool, shard) -> tuple[str, bool, bool]:
     except OSError as exc:
         raise CollectError(f"--out {out}: cannot create it in {parent} ({exc.strerror or exc})") from None
     return out, False, False
+
+
+def _stored_execution(out: str):
+    """The ``execution`` attrs of an existing store, or None (absent or unreadable: the writer's
+    own checks report an unreadable store)."""
+    try:
+        import zarr
+
+        raw = zarr.open_group(out, mode="r").attrs.get(ATTRS_KEY) or {}
+        return Execution.model_validate(raw["execution"]) if raw.get("execution") else None
+    except Exception:  # noqa: BLE001 - not (yet) a readable store
+        return None
 
 
 def _shard_chunks(chunks: list[slice], shard: tuple[int, int] | None) -> list[slice]:

@@ -445,6 +445,32 @@ def read_attrs(path, *, storage_options=None) -> dict:
     return value
 
 
+def _describe_execution(e) -> str:
+    return "one item per forward (invariant)" if e.batching == "invariant" else f"padded batches of {e.batch_size}"
+
+
+def _check_execution(path: str, stored, run) -> None:
+    """A resumed or joined store keeps its execution mode: scores of padded batches depend on
+    the batch size, and invariant ones must not be mixed with them. A store without
+    ``execution`` (written before format 1.1) ran padded batches of a size it did not record, so
+    only padded batching may continue it."""
+    if run is None or stored == run:
+        return
+    if stored is None:
+        if run.batching == "padded":
+            return
+        raise StoreError(
+            f"{path}: this store was written before execution modes were recorded, in padded "
+            "batches; resume it with --batching padded --batch-size N (the size it was written with)"
+        )
+    hint = ("--batching invariant" if stored.batching == "invariant"
+            else f"--batching padded --batch-size {stored.batch_size}")
+    raise StoreError(
+        f"{path}: attrs.{ATTRS_KEY}.execution is {_describe_execution(stored)}, this run's is "
+        f"{_describe_execution(run)}; resume with {hint}"
+    )
+
+
 class TrajectoryWriter:
     """Write a format-v1 store chunk by chunk; see the module docstring for the protocol."""
 
@@ -573,6 +599,7 @@ class TrajectoryWriter:
                         f"{p}: attrs.{ATTRS_KEY}.{field_name} differs from this run's; "
                         "resume only with the settings that created the store"
                     )
+            _check_execution(p, stored.execution, attrs.execution)
         if questions is not None:
             _check_questions(p, group, questions)
         return cls(p, group, stored)
