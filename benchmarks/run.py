@@ -12,6 +12,7 @@ BENCHMARKS = {
     "readout_vs_forwards.py": {"full": ["--width", "64", "256", "--repeats", "3"], "quick": ["--width", "64", "--steps", "8"]},
     "analysis_suite.py": {"full": [], "quick": ["--quick"]},
     "shared_prefix.py": {"full": ["--width", "64", "256"], "quick": ["--width", "64", "--questions", "8", "--steps", "8"]},
+    "collection.py": {"full": ["--width", "256"], "quick": ["--width", "64", "--questions", "4", "--steps", "8", "--arms", "bf16"]},
 }
 
 
