@@ -10,7 +10,7 @@ import depthtraj.analysis as analysis
 
 ROOT = Path(analysis.__file__).parent
 PKG = "depthtraj.analysis"
-SECTIONS = ("geometry", "dynamics", "composition", "sensitivity")
+SECTIONS = ("geometry", "dynamics", "composition", "sensitivity", "prediction")
 
 
 def _modules() -> dict[str, Path]:
@@ -122,7 +122,7 @@ def test_every_section_registers_its_tables():
     from depthtraj.analysis.sections import load
 
     load()
-    assert set(engine.section_tables()) == {3, 4, 5, 6}
+    assert set(engine.section_tables()) == {3, 4, 5, 6, 7}
     assert {p.name for p in engine.parts()} == {"geometry", "dynamics", "energy", "marginal", "scale"}
 
 

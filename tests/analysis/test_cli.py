@@ -107,7 +107,7 @@ def test_out_writes_every_table(capsys, small_store, tmp_path):
         (dict(scheduler_spec="fastest"), "--scheduler must be"),
         (dict(scale_check="0.5,-2"), "--scale-check: every scale α must be a positive number"),
         (dict(scale_check="two"), "--scale-check expects positive numbers"),
-        (dict(sections="3,7"), "--sections must be a comma list of 3, 4, 5, 6"),
+        (dict(sections="3,8"), "--sections must be a comma list of 3, 4, 5, 6, 7"),
         (dict(sections="energy"), "--sections must be a comma list"),
     ],
 )
@@ -386,3 +386,16 @@ def test_correctness_identities_hold_with_unknown_labels(capsys, small_store, tm
         assert n == pytest.approx(n_lab[r["task"]]) and n < 32  # the labelled questions only
         assert r["acc_change"] == pytest.approx((r["N_WC"] - r["N_CW"]) / n * 100, abs=1e-8)
         assert r["disagreement"] == pytest.approx((r["N_WC"] + r["N_CW"] + r["N_WWp"]) / n * 100, abs=1e-8)
+
+
+def test_section_7_is_on_request(capsys, small_store):
+    """analyze leaves §7 (two nested passes) out unless --sections names it; the report and
+    `depthtraj exits` compute it (tests/analysis/test_report.py, test_exits.py)."""
+    code, out, _ = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0)
+    assert code == 0
+    names = set(json.loads(out)["analyses"][0]["tables"])
+    assert "depth_area" in names and not names & {"prefix_prediction", "exit_rules", "exit_curves"}
+    code, out, _ = _run(capsys, small_store, fmt="json", grids=["quarter"], bootstrap=0, sections="3,7")
+    assert code == 0
+    names = set(json.loads(out)["analyses"][0]["tables"])
+    assert {"depth_area", "prefix_prediction", "exit_rules", "exit_curves"} <= names

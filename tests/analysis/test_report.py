@@ -57,7 +57,7 @@ def _sections(md: str) -> dict[str, str]:
         if m:
             out[m.group(1)] = p
         for key, where in TEXT_ITEMS.items():
-            if p.startswith(f"Table (no label in the paper; {where})"):
+            if p.startswith((f"Table (no label in the paper; {where})", f"Figure (no label in the paper; {where})")):
                 out[key] = p
     return out
 
@@ -117,7 +117,7 @@ def test_figures_are_images_with_their_panels(report_dir):
     load()
     items = _sections(md)
     for spec in engine.figures():
-        text = items[spec.label]
+        text = items[spec.label or spec.name]
         pngs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
         assert pngs or re.search(r"^> \*\*Skipped\*\*: \S", text, flags=re.M), spec.label
         for png in pngs:
@@ -332,7 +332,9 @@ def _paper_labels(shared_data) -> list[str]:
     paper = shared_data.parent / "paper" / "prediction_dynamics.tex"
     if not paper.is_file():
         pytest.skip(f"{paper} is absent")
-    return re.findall(r"\\label\{(pd:(?:app:)?(?:tab|fig):[^}]+)\}", paper.read_text())
+    # tables and figures, and the §7 prefix study, whose results the paper gives in the text of
+    # its labelled subsection
+    return re.findall(r"\\label\{(pd:(?:app:)?(?:tab|fig):[^}]+|pd:app:prefix-prediction)\}", paper.read_text())
 
 
 @pytest.mark.shared_data
@@ -343,7 +345,7 @@ def test_labels_are_the_papers_in_its_order(shared_data):
     # every label the report or a section names is one of the paper's (none invented) ...
     named = [k for k in keys if k.startswith("pd:")]
     named += [x.label for x in (*engine.tables(), *engine.comparisons()) if x.label]
-    named += [lab for f in engine.figures() for lab in (f.label, *f.aliases)]
+    named += [lab for f in engine.figures() for lab in (f.label, *f.aliases) if lab]
     assert sorted(set(named) - set(labels)) == []
     # ... the report's items stand in the paper's order, and cover every table and figure of it
     # (subfigure panels, e.g. pd:fig:prediction-arc, belong to their figure's item)
@@ -352,7 +354,8 @@ def test_labels_are_the_papers_in_its_order(shared_data):
     covered = set(order) | {a for f in engine.figures() for a in f.aliases}
     assert [lab for lab in labels if lab not in covered and not any(lab.startswith(c + "-") for c in covered)] == []
     # the results the paper gives without a label are registered under their names
-    assert all(k in {x.name for x in (*engine.tables(), *engine.comparisons())} for k in keys if not k.startswith("pd:"))
+    assert all(k in {x.name for x in (*engine.tables(), *engine.comparisons(), *engine.figures())}
+               for k in keys if not k.startswith("pd:"))
 
 
 def test_captions_leave_the_level_to_the_interval_line():

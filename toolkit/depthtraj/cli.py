@@ -157,8 +157,15 @@ ScaleCheckOpt = Annotated[
 ]
 SectionsOpt = Annotated[
     Optional[str],
-    typer.Option(metavar="3,4,5,6", help="Only these sections of the paper, e.g. 3,4 or 5 (default: all); the pass "
-                                        "skips what they do not need."),
+    typer.Option(metavar="3,4,5,6,7", help="Only these sections of the paper, e.g. 3,4 or 5 (default: all); the "
+                                          "pass skips what they do not need."),
+]
+AnalyzeSectionsOpt = Annotated[
+    Optional[str],
+    typer.Option(metavar="3,4,5,6,7", help="Only these sections of the paper, e.g. 3,4 or 5 (default: 3,4,5,6; §7, "
+                                          "the held-out prefix study and the stopping rules, is two more passes "
+                                          "that cost several times §3–6: add 7 to get it); the pass skips what "
+                                          "they do not need."),
 ]
 AllowDefectsOpt = Annotated[
     bool,
@@ -184,7 +191,7 @@ def analyze(
     step: StepOpt = None,
     permutations: PermutationsOpt = None,
     scale_check: ScaleCheckOpt = None,
-    sections: SectionsOpt = None,
+    sections: AnalyzeSectionsOpt = None,
     allow_defects: AllowDefectsOpt = False,
     format: Annotated[str, typer.Option("--format", "-f", metavar="table|csv|json",
                                         help="Output on stdout: rich tables, CSV, or the JSON document.")] = "table",
@@ -194,7 +201,8 @@ def analyze(
                                          "(PNG) here. For the paper-ordered report use `depthtraj report`."),
     ] = None,
 ) -> None:
-    """The paper's §3–6 analyses (margin ladder, D_j, W_j, increments, gains) of one or more stores."""
+    """The paper's §3–7 analyses (margin ladder, D_j, W_j, increments, gains; §7 with --sections 7) of one or
+    more stores."""
     from .analysis.cli import run_analyze
 
     raise typer.Exit(
@@ -245,6 +253,39 @@ def report(
             sections=sections, allow_defects=allow_defects,
         )
     )
+
+
+@app.command(cls=_Command)
+def exits(
+    stores: StoresArg,
+    out: Annotated[Optional[Path], typer.Option(metavar="DIR", help="Write exits.json, one policy-<rule>.json per "
+                                                                    "rule and the figure (PNG) here.")] = None,
+    target: Annotated[float, typer.Option(metavar="ALPHA", help="Target disagreement with the full-depth answer, a "
+                                                                "fraction in (0, 1) (0.025 = 2.5 %).")] = 0.025,
+    delta: Annotated[float, typer.Option(metavar="DELTA", help="Learn then Test: the target holds with probability "
+                                                               "≥ 1 − DELTA over the calibration questions.")] = 0.1,
+    window: Annotated[int, typer.Option(metavar="STEPS", help="Observation window of the prefix rankings "
+                                                              "(recorded steps).")] = 4,
+    depths: Annotated[Optional[str], typer.Option(metavar="4:T-1", help="Candidate exit depths: a range (T = the "
+                                                                        "endpoint) or a list.")] = None,
+    folds: Annotated[int, typer.Option(metavar="F", help="Question folds of the held-out evaluation (≥ 2).")] = 4,
+    seed: SeedOpt = 0,
+    bootstrap: BootstrapOpt = 2000,
+    level: LevelOpt = 0.95,
+    endpoint: Annotated[Optional[int], typer.Option(metavar="T", help="Endpoint T (default: the store's last "
+                                                                      "depth).")] = None,
+    allow_defects: AllowDefectsOpt = False,
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|csv",
+                                        help="Output on stdout: a rich table, the exits.json document, or CSV.")] = "table",
+) -> None:
+    """Which stopping rule, at which threshold: prefix rankings, Huginn-style KL, Ouro's exit gate and
+    confidence exits compared on the same held-out questions (work saved, disagreement, accuracy, paired
+    intervals), each with a Learn-then-Test threshold a serving loop can read."""
+    from .analysis.prediction.command import run_exits
+
+    raise typer.Exit(run_exits(stores, out=out, target=target, delta=delta, window=window, depths=depths,
+                               folds=folds, seed=seed, bootstrap=bootstrap, level=level, endpoint=endpoint,
+                               fmt=format, allow_defects=allow_defects))
 
 
 class _Progress:
@@ -384,7 +425,7 @@ def demo(
     depths: Annotated[int, typer.Option(metavar="T", help="Endpoint T of the demo collection.")] = 16,
 ) -> None:
     """The embedded default: tiny raven model × shipped ARC/MMLU sample → store → validate → report."""
-    from .analysis.cli import UsageError, compute_analysis
+    from .analysis.cli import SECTIONS, UsageError, compute_analysis
     from .analysis.report import summary_line, write_report
     from .collect import CollectError
     from .demo import run_demo
@@ -419,7 +460,8 @@ def demo(
     echo(f"\n$ depthtraj report {store} --out {report} --overwrite")
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # the label store's skipped text tables
-            computed = compute_analysis([store], grids=["quarter", "native"], bootstrap=2000, seed=0)
+            computed = compute_analysis([store], grids=["quarter", "native"], bootstrap=2000, seed=0,
+                                        sections=",".join(map(str, SECTIONS)))  # as report: §7 included
         items = write_report(computed, report, overwrite=True)
     except (UsageError, OSError) as exc:
         fail(str(exc))

@@ -38,7 +38,9 @@ USER_ERROR = 2
 
 
 def parse_sections(spec: str | Sequence[int] | None) -> frozenset[int]:
-    """The sections of ``--sections`` (``'3,4'``, ``'5'``; None: all of :data:`SECTIONS`).
+    """The sections of ``--sections`` (``'3,4'``, ``'5'``; None: the default sections,
+    :func:`~depthtraj.analysis.engine.default_sections`: all of :data:`SECTIONS` but §7, which is
+    computed on request).
 
     Raises
     ------
@@ -46,7 +48,7 @@ def parse_sections(spec: str | Sequence[int] | None) -> frozenset[int]:
         for anything but a comma list of 3, 4, 5, 6 (one line).
     """
     if spec is None:
-        return frozenset(SECTIONS)
+        return engine.default_sections()
     items = [x.strip().lstrip("§") for x in spec.split(",")] if isinstance(spec, str) else [str(x) for x in spec]
     got = frozenset(int(x) for x in items if x.isdigit())
     if not got or not all(x.isdigit() for x in items if x) or not got <= set(SECTIONS):

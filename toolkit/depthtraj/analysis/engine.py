@@ -393,6 +393,22 @@ def figures() -> list[FigureSpec]:
     return sorted(_FIGURES.values(), key=lambda f: f.section)
 
 
+_ON_REQUEST: set[int] = set()
+
+
+def on_request(section: int) -> None:
+    """Mark ``section`` as computed on request only: :func:`analyze_store` (and ``depthtraj
+    analyze``) leave it out unless ``sections`` names it; ``depthtraj report`` asks for every
+    section. For sections whose own passes cost several times the rest (§7's nested passes)."""
+    _ON_REQUEST.add(int(section))
+
+
+def default_sections() -> frozenset[int]:
+    """The sections :func:`analyze_store` computes when ``sections`` is None: every registered
+    section but those marked :func:`on_request`."""
+    return frozenset(section_tables()) - _ON_REQUEST
+
+
 def section_tables() -> dict[int, tuple[str, ...]]:
     """Section number -> its table names (registered)."""
     out: dict[int, list[str]] = {}
@@ -679,9 +695,10 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = 50
                   level: float = 0.95, by: str = "task", selection: dict | None = None,
                   sections: frozenset[int] | None = None, allow_defects: bool = False,
                   defects: list | None = None, progress=None, **options) -> list[Analysis]:
-    """Every registered table of one store Dataset for each grid (all grids share one
-    endpoint), or those of ``sections`` only (:func:`sections`; the pass then runs only the
-    parts those tables read, e.g. no §3 sweep for ``{5}``).
+    """Every registered table of the default sections (:func:`default_sections`: all but those
+    computed :func:`on_request`, i.e. §7) of one store Dataset for each grid (all grids share one
+    endpoint), or those of ``sections`` only (the pass then runs only the parts those tables
+    read, e.g. no §3 sweep for ``{5}``).
 
     ``ds`` is already normalised and selected (:mod:`.core.inputs`); ``by`` is a cell grouping
     of :data:`~.core.inputs.BY`. ``options`` are the parts' options (``windows``, ``alphas``,
@@ -710,7 +727,7 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = 50
     from .sections import load
 
     load()
-    wanted = frozenset(sections) if sections is not None else frozenset(section_tables())
+    wanted = frozenset(sections) if sections is not None else default_sections()
     grids = list(grids)
     if not grids:
         return []

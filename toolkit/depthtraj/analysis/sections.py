@@ -11,8 +11,8 @@ import importlib
 
 __all__ = ["SECTIONS", "load"]
 
-#: Section packages of :mod:`depthtraj.analysis`, in the paper's order (§3, §4, §5, §6).
-SECTIONS: tuple[str, ...] = ("geometry", "dynamics", "composition", "sensitivity")
+#: Section packages of :mod:`depthtraj.analysis`, in the paper's order (§3, §4, §5, §6, §7).
+SECTIONS: tuple[str, ...] = ("geometry", "dynamics", "composition", "sensitivity", "prediction")
 
 
 def load() -> None:

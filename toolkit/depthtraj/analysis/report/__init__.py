@@ -73,6 +73,9 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("pd:app:tab:precision", "table", "Radius reduction under paired precision changes"),
     ("pd:app:tab:moment-prediction", "table", "Moment prediction with matched energy (§7)"),
     ("pd:app:tab:allocation", "table", "Allocation prediction after matching energy (§7)"),
+    ("pd:app:prefix-prediction", "table", "Predicting endpoint agreement from a prefix (§7)"),
+    ("exit_rules", "table", "Stopping rules with calibrated thresholds (beyond the paper)"),
+    ("exits", "figure", "Work saved against disagreement and accuracy, every stopping rule (beyond the paper)"),
     ("pd:tab:data", "table", "Trajectory collections"),
     ("pd:app:tab:checkpoints", "table", "Pinned model configuration"),
 )
@@ -81,7 +84,14 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
 #: registered names): the report says so instead of inventing a label.
 TEXT_ITEMS = {
     "format_conditioned": "§6, the paragraph “Endpoint-conditioned comparisons” after pd:app:tab:text-variants",
+    "exit_rules": "beyond the paper: the stopping rules of `depthtraj exits`, after §7's prefix study "
+                  "(pd:app:prefix-prediction)",
+    "exits": "beyond the paper: the curves of `depthtraj exits`, after §7's prefix study (pd:app:prefix-prediction)",
 }
+
+#: Registered tables the report does not print (their rows are drawn in a figure and kept in
+#: ``analysis.json`` and ``analyze --out``): every threshold of every stopping rule.
+FIGURE_ONLY = frozenset({"exit_curves"})
 
 #: Why an item of the paper is not in the report although no store is missing.
 NOT_COMPUTED = {
@@ -228,7 +238,10 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
     drawn = {}
     for f in draw_figures(figure_dir, document, sections=getattr(computed, "sections", None)):
         for lab in (f.label, *f.aliases):
-            drawn[lab] = f
+            if lab:
+                drawn[lab] = f
+        if not f.label and f.name in TEXT_ITEMS:  # a figure the paper has no label for: placed by name
+            drawn[f.name] = f
     items: list[ReportItem] = []
     done_figures = set()
 
@@ -260,7 +273,8 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
             if f.name in done_figures:
                 continue
             done_figures.add(f.name)
-            item = ReportItem(f.label, kind, title, f.caption, f.section, aliases=f.aliases)
+            item = ReportItem(f.label, kind, title, f.caption, f.section, aliases=f.aliases,
+                              where=TEXT_ITEMS.get(label, "") if not f.label else "")
             item.figures = [str(Path("figures") / p.name) for p in f.files]
             if f.skipped:
                 item.skipped.append(f.skipped)
@@ -294,7 +308,7 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
     # the registered tables and comparisons the paper has no counterpart of ("Additional tables")
     for spec in engine.tables():
         tabs = by_name.get(spec.name, [])
-        if not spec.label and spec.name not in placed and tabs:
+        if not spec.label and spec.name not in placed and spec.name not in FIGURE_ONLY and tabs:
             items.append(table_item("", spec.name.replace("_", " "), spec.name, spec.caption, spec.section, tabs))
     for cspec in engine.comparisons():
         if not cspec.label and cspec.name not in placed and any(t.name == cspec.name for t in computed.comparisons):
@@ -369,7 +383,7 @@ def _options_text(options: dict | None) -> str:
 def _figure_caption(item: ReportItem, i: int, path: str) -> str:
     """``pd:fig:mass, panel group 2 of 4 (figures/….png)``: the panels' titles name model, readout,
     task and arm."""
-    return f"{item.label}, panel group {i} of {len(item.figures)} ({path})"
+    return f"{item.label or item.title}, panel group {i} of {len(item.figures)} ({path})"
 
 
 def _markdown(items, header: dict, document: dict) -> str:
@@ -513,8 +527,12 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         print(f"depthtraj: error: {out} exists and is not empty (use --overwrite to replace it)", file=sys.stderr)
         return 2
+    from ..cli import SECTIONS
+
+    # the report is the whole paper: §7 included unless --sections says otherwise
+    sections = options.get("sections") or ",".join(map(str, SECTIONS))
     try:
-        computed = compute_analysis(stores, **options)
+        computed = compute_analysis(stores, **{**options, "sections": sections})
         items = write_report(computed, out, overwrite=overwrite,
                              options={k: v for k, v in options.items() if v not in (None, [], ())})
     except UsageError as exc:

@@ -1,0 +1,85 @@
+"""§7's figure, drawn from the ``exit_curves`` and ``exit_rules`` rows of the analysis document.
+
+* :func:`exits_figure` — every stopping rule's curve over its threshold grid on all questions:
+  normalised work saved (%) against the disagreement with the endpoint (%) and against the
+  accuracy at exit (%), with the whole-question intervals of both coordinates at every tenth
+  threshold (crosses), the held-out Learn-then-Test operating point of each rule (markers,
+  ``exit_rules``) and the target disagreement (dashed). One figure per store × cell × arm.
+  The paper has no such figure (``depthtraj exits`` goes beyond it): label "".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..core.plotting import (
+    FULL_WIDTH,
+    analyses_of,
+    arrays,
+    coverage,
+    figure_title,
+    group_rows,
+    legend_below,
+    pyplot,
+    safe_name,
+    save,
+    task_name,
+)
+
+__all__ = ["exits_figure"]
+
+
+def exits_figure(document: dict, directory: Path) -> list[Path] | str:
+    """The exits figure (see the module docstring); needs the §7 tables."""
+    rows = analyses_of(document, "exit_curves")
+    if not rows:
+        return "needs the §7 tables (analysis with section 7, or depthtraj exits)"
+    ops = analyses_of(document, "exit_rules")
+    target = None
+    for an in document.get("analyses", []):
+        t = (an.get("tables", {}).get("exit_rules") or {}).get("title", "")
+        if "≤" in t:
+            try:
+                target = float(t.split("≤", 1)[1].split("%", 1)[0])
+            except ValueError:
+                target = None
+            break
+    plt = pyplot()
+    out = []
+    for (store, model, cell, prec), rs in group_rows(rows, ("store", "model", "cell", "precision")).items():
+        fig, (axd, axa) = plt.subplots(1, 2, figsize=(FULL_WIDTH, 2.8))
+        points = {str(r["rule"]).split(" ")[0]: r for r in ops
+                  if (str(r.get("store")), str(r.get("precision"))) == (store, prec)
+                  and str(next((r[k] for k in ("task", "subject", "K") if r.get(k) is not None), "")) == cell}
+        for rule, cr in group_rows(rs, ("rule",)).items():
+            rule = rule[0]
+            work, wlo, whi = arrays(cr, "work")
+            for ax, key in ((axd, "disagree"), (axa, "accuracy")):
+                x, xlo, xhi = arrays(cr, key)
+                (line,) = ax.plot(x, work, lw=1.1, label=rule)
+                has = np.array([r.get(f"{key}_lo") is not None for r in cr])
+                if has.any():
+                    ax.errorbar(x[has], work[has], yerr=[work[has] - wlo[has], whi[has] - work[has]],
+                                xerr=[x[has] - xlo[has], xhi[has] - x[has]], fmt="none", ecolor=line.get_color(),
+                                elinewidth=0.5, alpha=0.6)
+                op = points.get(rule)
+                okey = {"disagree": "disagreement", "accuracy": "accuracy_exit"}[key]
+                if op is not None and op.get(okey) is not None and op.get("work_saved") is not None:
+                    ax.plot([op[okey]], [op["work_saved"]], marker="o", ms=4, color=line.get_color(), ls="none")
+        if target is not None:
+            axd.axvline(target, color="0.4", ls="--", lw=0.8, label=f"target {target:g} %")
+        axd.set_xlabel("disagreement with the endpoint (%)")
+        axa.set_xlabel("accuracy at exit (%)")
+        for ax in (axd, axa):
+            ax.set_ylabel("work saved (%)")
+        axd.set_title("work saved vs disagreement", loc="left")
+        axa.set_title("work saved vs accuracy", loc="left")
+        T = rs[0].get("T")
+        figure_title(fig, f"{model} · {task_name(cell)} · {prec}: stopping rules, T={T} (crosses: {coverage(document)} "
+                          "whole-question intervals; dots: held-out Learn-then-Test policies)")
+        legend_below(fig, (axd, axa), ncol=5)
+        out.append(save(fig, Path(directory) / f"exits_{safe_name(Path(store).stem, model, cell, prec)}.png",
+                        label="", panels=2))
+    return out
