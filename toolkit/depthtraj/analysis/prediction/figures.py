@@ -1,10 +1,11 @@
 """§7's figure, drawn from the ``exit_curves`` and ``exit_rules`` rows of the analysis document.
 
 * :func:`exits_figure` — every stopping rule's curve over its threshold grid on all questions:
-  normalised work saved (%) against the disagreement with the endpoint (%) and against the
-  accuracy at exit (%), with the whole-question intervals of both coordinates at every tenth
-  threshold (crosses), the held-out Learn-then-Test operating point of each rule (markers,
-  ``exit_rules``) and the target disagreement (dashed). One figure per store × cell × arm.
+  normalised work saved (%) against the disagreement with the endpoint (%), with the
+  whole-question intervals of both coordinates at every tenth threshold (crosses), and against the
+  accuracy at exit (%); the held-out Learn-then-Test operating point of each rule (dots with
+  their intervals, ``exit_rules``), the target disagreement (dashed) and the accuracy at T
+  (dotted). One figure per store × cell × arm.
   The paper has no such figure (``depthtraj exits`` goes beyond it): label "".
 """
 
@@ -50,6 +51,7 @@ def exits_figure(document: dict, directory: Path) -> list[Path] | str:
     out = []
     for (store, model, cell, prec), rs in group_rows(rows, ("store", "model", "cell", "precision")).items():
         fig, (axd, axa) = plt.subplots(1, 2, figsize=(FULL_WIDTH, 2.8))
+        accuracy_T = None
         points = {str(r["rule"]).split(" ")[0]: r for r in ops
                   if (str(r.get("store")), str(r.get("precision"))) == (store, prec)
                   and str(next((r[k] for k in ("task", "subject", "K") if r.get(k) is not None), "")) == cell}
@@ -60,16 +62,25 @@ def exits_figure(document: dict, directory: Path) -> list[Path] | str:
                 x, xlo, xhi = arrays(cr, key)
                 (line,) = ax.plot(x, work, lw=1.1, label=rule)
                 has = np.array([r.get(f"{key}_lo") is not None for r in cr])
-                if has.any():
+                # the curve's crosses on the left only: accuracy intervals (a few pp wide, the
+                # rules' differences far smaller) drawn along every curve hide the curves
+                if has.any() and key == "disagree":
                     ax.errorbar(x[has], work[has], yerr=[work[has] - wlo[has], whi[has] - work[has]],
                                 xerr=[x[has] - xlo[has], xhi[has] - x[has]], fmt="none", ecolor=line.get_color(),
                                 elinewidth=0.5, alpha=0.6)
                 op = points.get(rule)
                 okey = {"disagree": "disagreement", "accuracy": "accuracy_exit"}[key]
                 if op is not None and op.get(okey) is not None and op.get("work_saved") is not None:
-                    ax.plot([op[okey]], [op["work_saved"]], marker="o", ms=4, color=line.get_color(), ls="none")
+                    lo, hi = op.get(f"{okey}_lo"), op.get(f"{okey}_hi")
+                    xerr = None if lo is None or hi is None else [[op[okey] - lo], [hi - op[okey]]]
+                    ax.errorbar([op[okey]], [op["work_saved"]], xerr=xerr, marker="o", ms=4, color=line.get_color(),
+                                ls="none", elinewidth=0.8, capsize=2)
+                if key == "accuracy" and op is not None and op.get("accuracy_T") is not None:
+                    accuracy_T = op["accuracy_T"]
         if target is not None:
             axd.axvline(target, color="0.4", ls="--", lw=0.8, label=f"target {target:g} %")
+        if accuracy_T is not None:
+            axa.axvline(accuracy_T, color="0.4", ls=":", lw=0.8, label=f"accuracy at T {accuracy_T:.1f} %")
         axd.set_xlabel("disagreement with the endpoint (%)")
         axa.set_xlabel("accuracy at exit (%)")
         for ax in (axd, axa):
@@ -77,8 +88,8 @@ def exits_figure(document: dict, directory: Path) -> list[Path] | str:
         axd.set_title("work saved vs disagreement", loc="left")
         axa.set_title("work saved vs accuracy", loc="left")
         T = rs[0].get("T")
-        figure_title(fig, f"{model} · {task_name(cell)} · {prec}: stopping rules, T={T} (crosses: {coverage(document)} "
-                          "whole-question intervals; dots: held-out Learn-then-Test policies)")
+        figure_title(fig, f"{model} · {task_name(cell)} · {prec}: stopping rules, T={T} (dots: held-out Learn-then-Test "
+                          f"policies; bars: {coverage(document)} whole-question intervals)")
         legend_below(fig, (axd, axa), ncol=5)
         out.append(save(fig, Path(directory) / f"exits_{safe_name(Path(store).stem, model, cell, prec)}.png",
                         label="", panels=2))
