@@ -41,7 +41,7 @@ import time
 import torch
 from depthtraj.adapter import torch_dtype
 from depthtraj.collect import (
-    _PeakMemory,
+    PeakMemory,
     arrangement_orders,
     load_questions,
     question_set,
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     questions = load_questions(arc)[: args.questions]
     orders = arrangement_orders([len(q.choices) for q in questions], 1)
     qs = question_set(questions, 0, orders)
-    meter = _PeakMemory(args.device)
+    meter = PeakMemory(args.device)
     n_params = sum(p.numel() for p in adapter.model.parameters())
     print(f"device={args.device} width={args.width} params={n_params / 1e6:.1f}M T={args.steps} "
           f"questions={len(questions)} batch={args.batch_size} threads={torch.get_num_threads()}"

@@ -157,7 +157,7 @@ def test_auto_batch_size(tiny_huginn, arc_test, tmp_path, monkeypatch):
         def peak(self):
             return Meter.used
 
-    monkeypatch.setattr(C, "_PeakMemory", Meter)
+    monkeypatch.setattr(C, "PeakMemory", Meter)
     items = [C._Item(q=0, a=0, prompt=[1] * n, order=(0, 1), targets=[5, 6]) for n in (3, 9, 4)]
     qs = type("Q", (), {"seed": [11]})()
     arms = [C.STANDARD_ARMS["bf16"]]

@@ -48,6 +48,7 @@ from .models.v1 import (
     StoreAttrs,
     TaskInfo,
 )
+from .adapter import BATCHING_MODES  # torch-free: the adapter module imports torch lazily
 from .store import SEED_SCHEME, QuestionSet, StoreError, TrajectoryWriter
 from .tasks import (
     LABEL_TEMPLATE,
@@ -412,8 +413,8 @@ def collect(
     if depths < 1:
         raise CollectError(f"--depths must be >= 1, got {depths}")
     batch_size = parse_batch_size(batch_size)
-    if batching not in BATCHING:
-        raise CollectError(f"--batching must be one of {', '.join(BATCHING)}, got {batching!r}")
+    if batching not in BATCHING_MODES:
+        raise CollectError(f"--batching must be one of {', '.join(BATCHING_MODES)}, got {batching!r}")
     if chunk_size < 1:
         raise CollectError(f"--chunk-size must be >= 1, got {chunk_size}")
     check_readout(readout, options, arrangements)
@@ -618,9 +619,6 @@ def _check_device(device: str) -> None:
         raise CollectError(f"--device {device} was asked for, but torch sees no MPS device")
 
 
-BATCHING = ("invariant", "padded")
-"""``--batching`` modes (:data:`depthtraj.adapter.BATCHING_MODES`, here without importing torch)."""
-
 AUTO_BATCH_CAP = 256
 """The largest batch ``--batch-size auto`` tries."""
 
@@ -639,7 +637,7 @@ def parse_batch_size(value: int | str) -> int | str:
     return int(text)
 
 
-class _PeakMemory:
+class PeakMemory:
     """Peak memory (bytes) of the work between :meth:`reset` and :meth:`peak`, and the budget.
 
     CUDA: the allocator's peak (``torch.cuda.max_memory_allocated``) against
@@ -724,7 +722,7 @@ def auto_batch_size(runner, items: Sequence[_Item], qs: QuestionSet, depths: int
     cap = max(1, int(cap))
     longest = sorted(range(len(items)), key=lambda i: -items[i].length)
     arm = max(arms, key=lambda a: (_dtype_bytes(a.recurrence_dtype), _dtype_bytes(a.head_dtype)))
-    meter = _PeakMemory(runner.device)
+    meter = PeakMemory(runner.device)
     steps = min(2, depths)
 
     def trial(b: int) -> float:
@@ -742,7 +740,8 @@ def auto_batch_size(runner, items: Sequence[_Item], qs: QuestionSet, depths: int
         if not meter.cuda and len(peaks) == 2:  # CPU: extrapolate from b = 1, 2
             per_item = max(peaks[2] - peaks[1], 1.0)
             fits = int((meter.budget - peaks[1]) // per_item) + 1
-            best = max(best, 1 << max(0, min(cap, fits).bit_length() - 1)) if fits >= 1 else best
+            if fits >= 1:  # the largest power of two <= min(cap, fits)
+                best = max(best, 1 << (min(cap, fits).bit_length() - 1))
             break
         try:
             peaks[b] = trial(b)

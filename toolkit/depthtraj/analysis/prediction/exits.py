@@ -178,7 +178,9 @@ def hb_pvalue(loss_sum: float, n: int, alpha: float) -> float:
     """The Hoeffding–Bentkus p-value of H: R > α (Learn then Test, Prop. of the HB bound) from
     ``n`` losses in [0, 1] summing to ``loss_sum``:
     ``min(exp(−n h(min(R̂, α), α)), e · Pr(Bin(n, α) ≤ ⌈n R̂⌉), 1)`` with
-    ``h(a, b) = a log(a/b) + (1−a) log((1−a)/(1−b))``. 1 without questions."""
+    ``h(a, b) = a log(a/b) + (1−a) log((1−a)/(1−b))``. 1 without questions.
+
+    Source: Learn then Test (Angelopoulos et al. 2021, arXiv:2110.01052), Hoeffding–Bentkus p-value; spec/exits.md §5."""
     n = int(n)
     if n <= 0:
         return 1.0
@@ -197,7 +199,9 @@ def calibrate_ltt(loss_sums, n: int, alpha: float, delta: float) -> int:
     """Learn then Test with fixed-sequence testing: ``loss_sums`` ``[threshold]`` (the summed
     per-question losses, thresholds from the most conservative) → the index of the last
     threshold whose H_k: R > α is rejected (p ≤ δ) before the first failure; −1 when the
-    first fails (never exit)."""
+    first fails (never exit).
+
+    Source: Learn then Test (arXiv:2110.01052), fixed-sequence testing; spec/exits.md §5."""
     best = -1
     for k, s in enumerate(np.asarray(loss_sums, dtype=np.float64)):
         if hb_pvalue(s, n, alpha) <= delta:
@@ -209,7 +213,9 @@ def calibrate_ltt(loss_sums, n: int, alpha: float, delta: float) -> int:
 
 def calibrate_plugin(disagree_sums, exit_sums, target: float) -> int:
     """The paper's plug-in choice: the largest threshold index whose disagreement among exits
-    ``Σ disagree / Σ exit`` is ≤ ``target`` with some exit; −1 when none."""
+    ``Σ disagree / Σ exit`` is ≤ ``target`` with some exit; −1 when none.
+
+    Source: `pd:app:prefix-prediction` (threshold chosen on training trajectories for a target disagreement); spec/exits.md §5."""
     d = np.asarray(disagree_sums, dtype=np.float64)
     e = np.asarray(exit_sums, dtype=np.float64)
     ok = (e > 0) & (d <= target * e + 1e-9)
@@ -377,7 +383,9 @@ def _chunks(score, gate, by: str, fn, **kw):
 def threshold_pass(score, setup: Setup, *, gate=None, by: str = "task"):
     """Pass 1, delayed: ``(cells, sums [cell, fold, arm, rule, quantity, threshold],
     counts [cell, fold, (questions, labelled)], never [cell, fold, arm])``; sums in units of
-    ``L`` (and steps for work)."""
+    ``L`` (and steps for work).
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §3–5."""
     return _chunks(score, gate, by, _pass1_chunk, setup=setup)
 
 
@@ -478,7 +486,9 @@ def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple,
 def outcome_pass(score, setup: Setup, choice: dict, *, gate=None, by: str = "task", methods: int = 2):
     """Pass 2, delayed: ``(cells, sums [cell, column], boot [cell, draw, column])`` of the
     per-question held-out outcomes under ``choice`` ``{(method, cell, fold, arm, rule):
-    (base rule index, threshold index)}`` and of the curve points (see :func:`_pass2_chunk`)."""
+    (base rule index, threshold index)}`` and of the curve points (see :func:`_pass2_chunk`).
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §3–5 (paired whole-question bootstrap, `pd:sec:observation`)."""
     curve_idx = tuple(setup.index(n) for n in CURVE_RULES)
     return _chunks(score, gate, by, _pass2_chunk, setup=setup, choice=choice, curve_idx=curve_idx, methods=methods)
 
@@ -494,7 +504,9 @@ class ExitEvaluation:
     and by ``L·T`` for work), ``counts`` ``[cell, fold, (questions, labelled)]``, ``never``
     ``[cell, fold, arm]`` the endpoint's correct answers (Σ L/A_q 1{y_T = y*}), ``choice``
     the thresholds of each (method, cell, fold, arm, output rule), ``boot`` ``[cell, draw,
-    column]`` (pass 2). ``target``: the disagreement target α (fraction); ``delta`` δ."""
+    column]`` (pass 2). ``target``: the disagreement target α (fraction); ``delta`` δ.
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §3–7."""
 
     setup: Setup
     cells: list[str]
@@ -760,6 +772,10 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
     ------
     ValueError
         for an option out of range, an endpoint or depth not recorded, or no candidate depth.
+
+    Source: `pd:app:prefix-prediction` and `depthtraj exits`; spec/exits.md §2–5. Shapes:
+    ``score`` (question, depth, candidate, arrangement, precision), ``gate`` (question, depth,
+    arrangement, precision).
     """
     import dask
 

@@ -146,21 +146,27 @@ def allocation_loss(p, A, B, E0: float) -> np.ndarray:
 
 
 def two_block_loss(p, A, B, E0: float) -> np.ndarray:
-    """The earlier two-block loss ``ℓ₂(p; A, B) = (p − A/E_0)² + (1 − p − B/E_0)²``."""
+    """The earlier two-block loss ``ℓ₂(p; A, B) = (p − A/E_0)² + (1 − p − B/E_0)²``.
+
+    Source: `arxiv:sec:allocation` (ℓ₂). Shapes: broadcast, e.g. ``[question, anchor]``."""
     p, A, B = (np.asarray(a, dtype=np.float64) for a in (p, A, B))
     return (p - A / E0) ** 2 + (1.0 - p - B / E0) ** 2
 
 
 def two_block_minimizer(A, B, E0: float) -> float:
     """``Π_[0,1] p_0`` with ``p_0 = 1/2 + mean(A − B) / (2 E_0)``: the minimiser of the mean
-    two-block loss over [0, 1] (the paper's proof of the two-block minimiser)."""
+    two-block loss over [0, 1] (the paper's proof of the two-block minimiser).
+
+    Source: `arxiv:sec:allocation`, proof of the two-block minimiser."""
     p0 = 0.5 + float(np.mean(np.asarray(A, dtype=np.float64) - np.asarray(B, dtype=np.float64))) / (2.0 * E0)
     return float(np.clip(p0, 0.0, 1.0))
 
 
 def training_constant(A, B, train) -> float:
     """The constant comparator: the training ratio of sums ``Σ_train A / Σ_train (A + B)``, the
-    minimiser ``p* = a/s`` of the mean weighted loss over training (``pd:app:eq:allocation-loss``)."""
+    minimiser ``p* = a/s`` of the mean weighted loss over training (``pd:app:eq:allocation-loss``).
+
+    Source: `arxiv:sec:allocation`. Shapes: ``A``, ``B`` ``[question, anchor]``, ``train`` ``[question]``."""
     train = np.asarray(train, dtype=bool)
     A, B = np.asarray(A, dtype=np.float64)[train], np.asarray(B, dtype=np.float64)[train]
     S = (A + B).sum()
@@ -179,6 +185,8 @@ def common_share(C, real) -> np.ndarray:
 
     Returns:
         ``[...]`` float64; NaN where ``tr C = 0``.
+
+    Source: `arxiv:sec:allocation` (u = 1/√K).
     """
     C = np.asarray(C, dtype=np.float64)
     real = np.asarray(real, dtype=bool)

@@ -121,7 +121,9 @@ class Rule:
     ``grid`` ``[threshold]`` runs from the most conservative threshold to the most liberal;
     ``kind`` is ``prefix`` (with ``radius``, ``window``, ``agg``), ``kl``, ``ouro``,
     ``max_prob`` or ``margin``; ``formula`` is the statistic in words (the policy JSON's
-    ``statistic``), ``unit`` its unit."""
+    ``statistic``), ``unit`` its unit.
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §2, §4."""
 
     name: str
     kind: str
@@ -163,7 +165,9 @@ def _prefix_rule(name: str, radius_: str, window: int, agg: str) -> Rule:
 
 def family_rules(window: int = DEFAULT_WINDOW) -> list[Rule]:
     """The prefix family: radius × window × aggregation (see the module docstring); the first
-    three members are the paper's rankings raw, mean, quotient at ``window`` (``step``)."""
+    three members are the paper's rankings raw, mean, quotient at ``window`` (``step``).
+
+    Source: `pd:app:prefix-prediction` (the richer comparator); spec/exits.md §2."""
     out = [_prefix_rule(name, r, window, "step") for name, r in RANKINGS.items()]
     windows = sorted(set(FAMILY_WINDOWS) | {int(window)})
     for w in windows:
@@ -179,7 +183,9 @@ def family_rules(window: int = DEFAULT_WINDOW) -> list[Rule]:
 
 def base_rules(window: int = DEFAULT_WINDOW) -> list[Rule]:
     """Every rule with its own threshold grid: the prefix family (:func:`family_rules`, the
-    three rankings first), then ``kl``, ``ouro``, ``max_prob``, ``margin``."""
+    three rankings first), then ``kl``, ``ouro``, ``max_prob``, ``margin``.
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §2, §4."""
     return family_rules(window) + [
         Rule("kl", "kl", "<=", _log_grid(1e-10, 1.0, False),
              "KL(p_t || p_prev) = sum_k p_t[k] (log p_t[k] - log p_prev[k]), p = softmax of the real candidates' scores, "
@@ -199,7 +205,9 @@ def fold_of(keys, folds, seed):
     """The fold ``[question]`` int64 in 0..folds−1 of questions with bootstrap keys ``keys``
     (:func:`~..core.bootstrap.question_keys`): a function of (seed, key) only, so a question
     has its fold whatever the chunking, store or arm (every arrangement and arm of a question
-    in one fold)."""
+    in one fold).
+
+    Source: `pd:app:prefix-prediction` (question-level folds); spec/exits.md §5."""
     out = np.empty(keys.shape[0], dtype=np.int64)
     s = splitmix64(np.uint64(seed) ^ np.uint64(0xD1B54A32D192ED03))
     for i in range(keys.shape[0]):
@@ -210,7 +218,9 @@ def fold_of(keys, folds, seed):
 def radius(d, M, kind: str) -> np.ndarray:
     """The radius ``kind`` ∈ :data:`RADII` of ``d`` ``[cand, ...]`` over the real candidates
     ``M`` (broadcastable mask): ``2‖d‖_∞``, ``2‖d − d̄1‖_∞`` or ``osc(d)`` (nats); NaN where
-    ``d`` is NaN on a real candidate."""
+    ``d`` is NaN on a real candidate.
+
+    Source: `pd:eq:comparison`, `pd:eq:centering` (B_raw, B_mean, B_q = osc)."""
     with np.errstate(invalid="ignore"):
         hi = np.where(M, d, -np.inf).max(0)
         lo = np.where(M, d, np.inf).min(0)
@@ -236,7 +246,9 @@ def trajectory_features(s, K, *, T_pos: int, gate=None):
     ``[question, depth(≤T), arrangement, precision]``: ``winner`` (int64), ``margin`` (nats),
     ``maxprob``, ``kl`` (nats, NaN at the first depth), ``cdf`` (Ouro's F_t; absent without
     a gate), and ``S``/``M``: the scores ``[cand, question, depth, arr, prec]`` (float64) and
-    the real-candidate mask for the radii."""
+    the real-candidate mask for the radii.
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §2."""
     J = T_pos + 1
     S = candidates_first(s, range(J))
     M = real_mask(K, S.shape[0])
@@ -291,7 +303,9 @@ def _window_radius(S, M, rule: Rule, cache: dict) -> np.ndarray:
 def rule_statistics(feat: dict, rule: Rule, cpos, cache: dict):
     """The statistic of ``rule`` at the candidate positions ``cpos`` ``[question, arr, prec,
     candidate depth]``, with "no information" (NaN) mapped to a value that never fires; None
-    for ``ouro`` without a gate."""
+    for ``ouro`` without a gate.
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §2."""
     cpos = list(cpos)
     if rule.kind == "prefix":
         R = _window_radius(feat["S"], feat["M"], rule, cache)[:, cpos]
@@ -319,7 +333,9 @@ def fired_counts(z, rule: Rule) -> np.ndarray:
     """``f`` ``[..., candidate depth]`` int64: how many thresholds of ``rule.grid`` (counted from
     the liberal end) have fired by each candidate depth, from the statistic ``z`` ``[...,
     candidate depth]``. Threshold index k (0 = most conservative) has fired by position c iff
-    ``f_c ≥ G − k``."""
+    ``f_c ≥ G − k``.
+
+    Source: spec/exits.md §4 (threshold grids)."""
     G = rule.size
     if rule.direction == ">=":
         run = np.maximum.accumulate(z, axis=-1)
@@ -332,7 +348,9 @@ def fired_counts(z, rule: Rule) -> np.ndarray:
 def exit_positions(f, k, G: int) -> np.ndarray:
     """The exit position ``[...]`` (index into the candidate depths; ``C`` = no exit, i.e. T)
     of threshold index ``k`` (broadcastable against ``f[..., 0]``; −1 = never exit) from the
-    fired counts ``f`` ``[..., C]``."""
+    fired counts ``f`` ``[..., C]``.
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §3."""
     k = np.asarray(k)
     need = np.where(k < 0, G + 1, G - k)
     hit = f >= need[..., None]
@@ -352,7 +370,9 @@ def threshold_sums(f, values, endpoint_values, weights, groups, n_groups: int, G
     Callers pass integer-valued weights and values (:mod:`.exits`: ``L/A_q`` with L a common
     multiple of every A_q, steps saved ``T − t``), so every sum is an integer below 2^53 held
     exactly in float64: the result does not depend on the order of summation (chunking,
-    scheduler)."""
+    scheduler).
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §3–4."""
     n, C = f.shape
     Q = values.shape[-1]
     width = G + 1
