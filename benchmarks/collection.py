@@ -17,12 +17,15 @@ pass), the peak memory of the readout (CUDA: the allocator's peak; CPU: the peak
 ``VmHWM``), and the ratio to the **floor**: one plain forward of the model with
 ``num_steps=T`` over the same padded batches of the same token ids (no per-depth readout; for text
 items the packed sequences under plain causal attention, the same number of tokens). The
-one-pass per-depth readout should cost at most 1.15x that forward in bf16 on a GPU.
+one-pass per-depth readout should cost at most 1.15x that forward in bf16 on a GPU. With
+``--probes`` each cell is also timed with the §7 collection probes riding on the same recurrence
+(rows ``<batching>+probes``; last column: with probes / without).
 
 Examples::
 
     python benchmarks/collection.py                                   # CPU, width 256 (reduced)
     python benchmarks/collection.py --device cuda --width 5280 --batch-size 16 --questions 64
+    python benchmarks/collection.py --probes 4,8,16,24,31 --arms bf16 --batching invariant   # §7 probes
 
 Every cell is warmed up first with one step over all its batches (kernel caches are per shape).
 Timings on a shared machine are noisy: the ratios are taken side by side in one run. At a reduced
@@ -84,13 +87,15 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_readout(adapter, batches, qs, readout, steps, arm) -> None:
+def run_readout(adapter, batches, qs, readout, steps, arm, probes=None) -> None:
+    """``probes``: ``{"probe_anchors": [...], "probe_draws": n}`` (the §7 collection probes), or none."""
+    kw = probes or {}
     for batch in batches:
         seeds = [qs.seed[it.q] for it in batch]
         if readout == "label":
-            adapter.label_readout([it.prompt for it in batch], [it.targets for it in batch], seeds, steps, arm)
+            adapter.label_readout([it.prompt for it in batch], [it.targets for it in batch], seeds, steps, arm, **kw)
         else:
-            adapter.text_readout([it.prompt for it in batch], [it.continuations for it in batch], seeds, steps, arm)
+            adapter.text_readout([it.prompt for it in batch], [it.continuations for it in batch], seeds, steps, arm, **kw)
 
 
 def plain_ids(it) -> list[int]:
@@ -146,6 +151,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--probes", default=None, help="also time the §7 collection probes at these anchors "
+                        "(e.g. 4,8,16,24,31; clipped to T-1): rows '<batching>+probes'")
+    parser.add_argument("--probe-draws", type=int, default=512, help="Rademacher draws per anchor")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -160,8 +168,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"device={args.device} width={args.width} params={n_params / 1e6:.1f}M T={args.steps} "
           f"questions={len(questions)} batch={args.batch_size} threads={torch.get_num_threads()}"
           + ("" if args.device.startswith("cuda") or args.width == 5280 else "  [reduced width: not Huginn's 5280]"))
-    print("| readout | arm | batching | questions/s | tokens/s | peak memory | readout s | floor s | readout / floor |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    probes = None
+    if args.probes:
+        anchors = sorted({min(int(a), args.steps - 1) for a in args.probes.split(",")})
+        probes = {"probe_anchors": anchors, "probe_draws": args.probe_draws}
+        print(f"probes: anchors {anchors}, {args.probe_draws} draws")
+    print("| readout | arm | batching | questions/s | tokens/s | peak memory | readout s | floor s | readout / floor "
+          "| with probes / without |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     results = []
     for readout in args.readouts:
         items = tokenize_items(adapter.tokenizer, questions, orders, readout=readout, options=False)
@@ -184,7 +198,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      "peak_memory_bytes": peak, "ratio_to_floor": t / floor}
                 results.append(r)
                 print(f"| {readout} | {arm_name} | {mode} | {r['questions_per_s']:.2f} | {r['tokens_per_s']:.0f} | "
-                      f"{peak / 2**20:.0f} MiB | {t:.2f} | {floor:.2f} | {t / floor:.2f}x |", flush=True)
+                      f"{peak / 2**20:.0f} MiB | {t:.2f} | {floor:.2f} | {t / floor:.2f}x | |", flush=True)
+                if probes is None:
+                    continue
+                run_readout(adapter, batches, qs, readout, 2, arm, {"probe_anchors": [1], "probe_draws": 2})  # warm-up
+                meter.reset()
+                tp = timed(lambda: run_readout(adapter, batches, qs, readout, args.steps, arm, probes), args.device,
+                           args.repeats)
+                peak_p = meter.peak()
+                rp = {**r, "batching": f"{mode}+probes", "probes": probes, "readout_s": tp,
+                      "questions_per_s": len(questions) / tp, "tokens_per_s": tokens / tp,
+                      "peak_memory_bytes": peak_p, "ratio_to_floor": tp / floor, "ratio_to_no_probes": tp / t}
+                results.append(rp)
+                print(f"| {readout} | {arm_name} | {mode}+probes | {rp['questions_per_s']:.2f} | "
+                      f"{rp['tokens_per_s']:.0f} | {peak_p / 2**20:.0f} MiB | {tp:.2f} | {floor:.2f} | "
+                      f"{tp / floor:.2f}x | {tp / t:.2f}x |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -128,6 +128,15 @@ class HeadIgnoresDtype(OuroAdapter):
         return super().read_logits(h.float(), context, positions)
 
 
+class NoGradHead(HuginnAdapter):
+    """Runs the readout path under ``torch.no_grad()`` (a common speed-up), so the §7 probes
+    cannot differentiate it."""
+
+    def read_logits(self, h, context, positions):
+        with torch.no_grad():
+            return super().read_logits(h, context, positions)
+
+
 class UnknownExtra(OuroAdapter):
     """Returns a step extra that format v1 does not define."""
 
@@ -148,6 +157,7 @@ class UnknownExtra(OuroAdapter):
                      "packed (shared-prefix) vs unshared", id="IgnoresMask"),
         pytest.param(HeadIgnoresDtype, "ouro", "precision-arms", "ignores the head dtype",
                      id="HeadIgnoresDtype"),
+        pytest.param(NoGradHead, "huginn", "probes", "the adapter raised RuntimeError", id="NoGradHead"),
         pytest.param(UnknownExtra, "ouro", "store-validates", "halting_probability", id="UnknownExtra"),
     ],
 )

@@ -293,6 +293,16 @@ def _(p):
     _base(p, depths=(2, 4, 8))
 
 
+@case("valid", "probes_label", "Label readout with the §7 probes at anchors 1, 2: K in {3, 4, 5}, 2 arrangements, 2 arms.")
+def _(p):
+    _probed(p)
+
+
+@case("valid", "probes_text", "Text readout (sum) with the §7 probes of logprob_sum at anchors 1, 2.")
+def _(p):
+    _base(p, readout="text", normalization="sum", probes=(1, 2))
+
+
 @case("valid", "optional_variables", "Label readout with both optional variables (logsumexp, latent_step_norm).")
 def _(p):
     _base(p, optional=("logsumexp", "latent_step_norm"))
@@ -729,6 +739,54 @@ def _(p):
 def _(p):
     g = _balanced(p)
     g["greedy"][1, 2, 0, 0, 0] = 2
+
+
+def _probed(path: Path, **kw):
+    """6 label questions (K = [5, 4, 5, 5, 3, 3], chunks of 3, 2 arrangements, 2 arms) with the
+    §7 probes at anchors 1 and 2 (endpoint 3)."""
+    return _mixed(path, arrangements=2, precision=("bf16", "fp32"), probes=(1, 2), **kw)
+
+
+@case("invalid", "struct_013_probes_undeclared", "Probe arrays without attrs.probes.", ("DT-STRUCT-013",), level="structure")
+def _(p):
+    g = _probed(p)
+    a = _attrs(g)
+    del a["probes"]
+    _set_attrs(g, a)
+
+
+@case("invalid", "struct_013_probe_missing", "attrs.probes set, probe_nl_moment deleted.", ("DT-STRUCT-013",), level="structure")
+def _(p):
+    g = _probed(p)
+    del g["probe_nl_moment"]
+
+
+@case("invalid", "struct_013_anchor_mismatch", "attrs.probes.anchors [1, 3] against the anchor coordinate [1, 2].",
+      ("DT-STRUCT-013",), level="structure")
+def _(p):
+    g = _probed(p)
+    a = _attrs(g)
+    a["probes"]["anchors"] = [1, 3]
+    _set_attrs(g, a)
+
+
+@case("invalid", "data_015_jjt_not_psd", "probe_jjt of q=1, anchor 2, arrangement 0, bf16 has a negative eigenvalue.",
+      ("DT-DATA-015",))
+def _(p):
+    g = _probed(p)
+    g["probe_jjt"][1, 1, 0, 0, 0, 0] = -1.0
+
+
+@case("invalid", "data_015_sigma_negative", "probe_sigma is negative (q=0, anchor 1).", ("DT-DATA-015",))
+def _(p):
+    g = _probed(p)
+    g["probe_sigma"][0, 0, 0, 0] = -0.5
+
+
+@case("invalid", "data_015_mean_past_k", "probe_nl_mean is finite past K (q=4, K=3, candidate 4).", ("DT-DATA-015",))
+def _(p):
+    g = _probed(p)
+    g["probe_nl_mean"][4, 0, 4, 0, 0] = 0.25
 
 
 @case("invalid", "data_012_empty_candidate_text", "candidate_text[1, 0] is '' for a real candidate.", ("DT-DATA-012",))

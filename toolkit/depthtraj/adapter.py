@@ -84,6 +84,31 @@ class _LabelArrays(NamedTuple):
     recurrence dtype)."""
 
 
+class ReadoutProbes(NamedTuple):
+    """The §7 collection probes of one batch of items at its anchor depths
+    (``pd:app:readout-prediction``; spec §4.5). float32 numpy arrays; ``candidate`` axes in the
+    readout's own candidate order (label: the order of the targets; text: of the
+    continuations), NaN past an item's candidates.
+
+    At anchor ``t`` (the state ``h_t`` after step ``t``) and for the probed score ``s`` of the
+    real candidates (label: the label log-probability; text: the continuation log-likelihood
+    sum), through the arm's readout path in its head dtype:
+    """
+
+    sigma: np.ndarray
+    """``[batch, anchor]``: ``σ = ||h_{t+1} − h_t||_2 / sqrt(P · hidden)`` over the item's ``P``
+    readout positions, so ``||σ r||_2`` equals the observed step for ``r ∈ {±1}``."""
+    jjt: np.ndarray
+    """``[batch, anchor, candidate, candidate]`` nats²: linear N2, ``C = J Jᵀ`` with ``J`` (``K ×
+    P·hidden``) the Jacobian of ``s`` with respect to the hidden state at the readout
+    positions, from ``K`` vector–Jacobian products."""
+    nl_mean: np.ndarray
+    """``[batch, anchor, candidate]`` nats: nonlinear N2, the mean over the draws of ``s(h_t + σ
+    r) − s(h_t)``, ``r`` Rademacher on the readout positions."""
+    nl_moment: np.ndarray
+    """``[batch, anchor, candidate, candidate]`` nats²: the raw second moment of the same change."""
+
+
 class LabelReadout(_LabelArrays):
     """Per-depth label readouts (the array fields of :class:`_LabelArrays`) plus :attr:`extras`.
 
@@ -94,10 +119,14 @@ class LabelReadout(_LabelArrays):
     """
 
     extras: dict[str, np.ndarray]
+    #: the §7 probes when the readout was asked for them (``probe_anchors``), else ``None``
+    probes: ReadoutProbes | None
 
-    def __new__(cls, logprob, logsumexp, latent_step_norm, extras: Mapping[str, np.ndarray] | None = None):
+    def __new__(cls, logprob, logsumexp, latent_step_norm, extras: Mapping[str, np.ndarray] | None = None,
+                probes: ReadoutProbes | None = None):
         self = super().__new__(cls, logprob, logsumexp, latent_step_norm)
         self.extras = dict(extras or {})
+        self.probes = probes
         return self
 
 
@@ -131,10 +160,13 @@ class TextReadout(_TextArrays):
     :class:`LabelReadout`: name -> float32 ``[batch, depth]`` at the last prompt token)."""
 
     extras: dict[str, np.ndarray]
+    #: the §7 probes when the readout was asked for them (``probe_anchors``), else ``None``
+    probes: ReadoutProbes | None
 
-    def __new__(cls, *fields, extras: Mapping[str, np.ndarray] | None = None):
+    def __new__(cls, *fields, extras: Mapping[str, np.ndarray] | None = None, probes: ReadoutProbes | None = None):
         self = super().__new__(cls, *fields)
         self.extras = dict(extras or {})
+        self.probes = probes
         return self
 
 
@@ -381,7 +413,18 @@ def _stack_readouts(parts: Sequence[Any], cls: type) -> Any:
                   np.concatenate([p.latent_step_norm for p in parts]),
                   np.concatenate([_pad_candidates(p.greedy, k_max, -1) for p in parts])]
     extras = {k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras}
-    return cls(*fields, extras=extras)
+    probes = None
+    if parts[0].probes is not None:
+        def both(x):  # pad the two candidate axes of a [1, anchor, k, k] matrix
+            return np.swapaxes(_pad_candidates(np.swapaxes(_pad_candidates(x, k_max, nan), -1, -2), k_max, nan), -1, -2)
+
+        probes = ReadoutProbes(
+            np.concatenate([p.probes.sigma for p in parts]),
+            np.concatenate([both(p.probes.jjt) for p in parts]),
+            np.concatenate([_pad_candidates(p.probes.nl_mean, k_max, nan) for p in parts]),
+            np.concatenate([both(p.probes.nl_moment) for p in parts]),
+        )
+    return cls(*fields, extras=extras, probes=probes)
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -438,6 +481,28 @@ def _model_identity(model: Any, path: str | Path) -> tuple[str, str]:
     if Path(name_or_path).is_dir():
         return Path(name_or_path).resolve().name, revision
     return name_or_path, revision
+
+
+def probe_seed(seed: int, anchor: int) -> int:
+    """The seed of the §7 nonlinear probe's Rademacher draws of a question at ``anchor``: the first
+    64-bit word of ``numpy.random.SeedSequence([seed mod 2**64, anchor])``."""
+    return int(np.random.SeedSequence([int(seed) % 2**64, int(anchor)]).generate_state(1, np.uint64)[0])
+
+
+def _take_items(obj: Any, index: torch.Tensor, batch: int) -> Any:
+    """``obj`` with ``tensor[index]`` for every tensor of >= 2 dims led by ``batch`` (see
+    :meth:`LoopedLMAdapter.take_context`)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj[index] if obj.dim() >= 2 and obj.shape[0] == batch else obj
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_take_items(v, index, batch) for v in obj))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_take_items(v, index, batch) for v in obj)
+    if isinstance(obj, dict):
+        return {k: _take_items(v, index, batch) for k, v in obj.items()}
+    return obj
 
 
 class LoopedLMAdapter(abc.ABC):
@@ -702,7 +767,120 @@ class LoopedLMAdapter(abc.ABC):
         """
         return {}
 
+    def take_context(self, context: Any, index: torch.Tensor, batch: int) -> Any:
+        """The context of the items ``index`` (``[n]`` int64, repeats allowed) of a ``batch``-item
+        context: what :meth:`embed` would return for those items' rows (the §7 probes evaluate
+        the readout of one item on many perturbed copies of its state).
+
+        The default walks tuples (named tuples included), lists and dicts and takes
+        ``tensor[index]`` of every tensor with at least 2 dims whose first dim is ``batch``;
+        everything else (1-D tensors such as a ``[seq]`` cache position, ints, ``None``) is kept.
+        Override it when the family's context holds per-item tensors of another form.
+        """
+        return _take_items(context, index, batch)
+
     # ------------------------------------------------------------------ shared engine
+    #: Draws per batched head evaluation of the nonlinear probe (memory ~ draws × seq × hidden).
+    probe_draw_batch: ClassVar[int] = 512
+
+    def _prober(
+        self,
+        anchors: Sequence[int],
+        draws: int,
+        *,
+        seeds: Sequence[int],
+        read_at: torch.Tensor,
+        valid: torch.Tensor,
+        n_real: Sequence[int],
+        score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        head_dtype: torch.dtype,
+        n_steps: int,
+    ) -> tuple[Callable[[int, torch.Tensor, torch.Tensor, Any], None], Callable[[], ReadoutProbes]]:
+        """The §7 probes (``pd:app:readout-prediction``) as an ``on_step`` hook of :meth:`_recur`
+        and the function returning their :class:`ReadoutProbes` once the recurrence ran.
+
+        Args:
+            anchors: depths ``t`` (``1 <= t < n_steps``) at which to probe ``h_t``.
+            draws: Rademacher draws per anchor and item.
+            seeds: per item, its question seed; the draws of anchor ``t`` come from
+                ``Generator("cpu").manual_seed(probe_seed(seed, t))``.
+            read_at: ``[batch]`` or ``[batch, R]`` readout positions (as :meth:`read_logits`).
+            valid: ``[batch, R]`` (or ``[batch]``) bool, the distinct real readout positions.
+            n_real: per item, its number ``K`` of real candidates.
+            score: ``(logits, items) -> [n, k_max]`` float32 probed scores from float32 logits of
+                ``read_logits`` for the items ``items`` (``[n]`` int64 batch indices);
+                differentiable.
+
+        Raises:
+            ValueError: an anchor outside ``1..n_steps-1``, or ``draws < 1``.
+        """
+        import torch
+
+        anchors = [int(a) for a in anchors]
+        if any(not 1 <= a < n_steps for a in anchors) or sorted(set(anchors)) != anchors:
+            raise ValueError(f"probe anchors must be strictly increasing depths in 1..{n_steps - 1}, got {anchors}")
+        if draws < 1:
+            raise ValueError(f"probe draws must be >= 1, got {draws}")
+        batch, k_max = len(seeds), max(n_real)
+        nan = np.float32(np.nan)
+        out = ReadoutProbes(
+            np.full((batch, len(anchors)), nan, dtype=np.float32),
+            np.full((batch, len(anchors), k_max, k_max), nan, dtype=np.float32),
+            np.full((batch, len(anchors), k_max), nan, dtype=np.float32),
+            np.full((batch, len(anchors), k_max, k_max), nan, dtype=np.float32),
+        )
+        where = {a: j for j, a in enumerate(anchors)}
+        dev = self.device
+        ra = read_at if read_at.dim() == 2 else read_at[:, None]
+        ok = valid if valid.dim() == 2 else valid[:, None]
+
+        def on_step(t: int, h: torch.Tensor, h_next: torch.Tensor, context: Any) -> None:
+            j = where.get(t)  # step t (0-based) maps h_t to h_{t+1}
+            if j is None:
+                return
+            for i in range(batch):
+                k = int(n_real[i])
+                pos = ra[i][ok[i]]  # [P] distinct readout positions
+                n_pos, hidden = int(pos.numel()), int(h.shape[-1])
+                step = (h_next[i, pos].float() - h[i, pos].float()).double()
+                sigma = float(torch.linalg.vector_norm(step)) / float(np.sqrt(n_pos * hidden))
+                item = torch.tensor([i], device=dev)
+                base = h[i : i + 1].float()
+                # linear N2: K vector-Jacobian products through the readout at h_t
+                with torch.enable_grad():
+                    delta = torch.zeros((n_pos, hidden), dtype=head_dtype, device=dev, requires_grad=True)
+                    h_in = base.to(head_dtype).index_put((torch.zeros_like(pos), pos), delta, accumulate=True)
+                    logits = self.read_logits(h_in, self.take_context(context, item, batch), read_at[i : i + 1])
+                    s = score(logits.float(), item)[0, :k]
+                    J = torch.stack([
+                        torch.autograd.grad(s[c], delta, retain_graph=c < k - 1)[0].reshape(-1)
+                        for c in range(k)
+                    ]).double().cpu()
+                out.jjt[i, j, :k, :k] = (J @ J.T).numpy()
+                # nonlinear N2: the readout at h_t + σ r, r ∈ {±1}^(P × hidden), batched draws
+                gen = torch.Generator(device="cpu").manual_seed(probe_seed(seeds[i], t))
+                r = torch.randint(0, 2, (draws, n_pos, hidden), generator=gen, dtype=torch.int8)
+                first = torch.zeros(k, dtype=torch.float64)
+                second = torch.zeros((k, k), dtype=torch.float64)
+                for c0 in range(0, draws, self.probe_draw_batch):
+                    rc = r[c0 : c0 + self.probe_draw_batch].to(dev)
+                    d = int(rc.shape[0])
+                    hb = base.expand(d + 1, -1, -1).clone()  # row 0: the unperturbed state
+                    rows = torch.arange(1, d + 1, device=dev)[:, None].expand(d, n_pos)
+                    hb.index_put_((rows, pos[None].expand(d, n_pos)), (rc.float() * 2 - 1) * sigma, accumulate=True)
+                    items = item.repeat(d + 1)
+                    logits = self.read_logits(hb.to(head_dtype), self.take_context(context, items, batch),
+                                              read_at[i : i + 1].expand(d + 1, *read_at.shape[1:]))
+                    sc = score(logits.float(), items)[:, :k].double().cpu()
+                    change = sc[1:] - sc[0]
+                    first += change.sum(0)
+                    second += change.T @ change
+                out.sigma[i, j] = sigma
+                out.nl_mean[i, j, :k] = (first / draws).numpy()
+                out.nl_moment[i, j, :k, :k] = (second / draws).numpy()
+
+        return on_step, lambda: out
+
     def _arm_dtypes(self, arm: PrecisionArm) -> tuple[torch.dtype, torch.dtype]:
         self._check_weights_dtype(arm)
         rec_dtype, head_dtype = torch_dtype(arm.recurrence_dtype), torch_dtype(arm.head_dtype)
@@ -724,13 +902,17 @@ class LoopedLMAdapter(abc.ABC):
         state: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        on_step: Callable[[int, torch.Tensor, torch.Tensor, Any], None] | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Run the recurrence once for ``n_steps`` steps and read out after every step.
 
         The initial state is ``state`` (float32 ``[batch, seq, hidden]``) or else
         :meth:`initial_state` of ``lengths`` drawn from ``Generator().manual_seed(seeds[i])``.
         After step ``t`` (0-based), ``consume(t, logits)`` receives the float32 logits of
-        :meth:`read_logits` at ``read_at``.
+        :meth:`read_logits` at ``read_at``, then ``on_step(t, h_before, h_after, context)`` (if
+        given) the states before and after the step (recurrence dtype); the recurrence then runs
+        under ``no_grad`` instead of ``inference_mode``, so ``on_step`` may differentiate the
+        readout path.
 
         Returns ``(step_norm [batch, depth], extras {name: [batch, depth]})`` at ``stat_at``
         ``[batch]``, float32.
@@ -742,7 +924,7 @@ class LoopedLMAdapter(abc.ABC):
         rows = torch.arange(batch, device=self.device)
         step_norm = torch.empty((batch, n_steps), dtype=torch.float32, device=self.device)
         extras: dict[str, torch.Tensor] = {}
-        with torch.inference_mode():
+        with torch.inference_mode() if on_step is None else torch.no_grad():
             context = self.embed(ids, rec_dtype, position_ids=position_ids, attention_mask=attention_mask)
             if state is None:
                 generators = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]
@@ -750,8 +932,11 @@ class LoopedLMAdapter(abc.ABC):
             h = state.to(self.device, rec_dtype)
             previous = h[rows, stat_at].float()
             for t in range(n_steps):
+                h_before = h
                 h = self.step(h, context, t)
                 consume(t, self.read_logits(h.to(head_dtype), context, read_at).float())
+                if on_step is not None:
+                    on_step(t, h_before, h, context)
                 current = h[rows, stat_at].float()
                 step_norm[:, t] = torch.linalg.vector_norm(current - previous, dim=-1)
                 previous = current
@@ -770,6 +955,9 @@ class LoopedLMAdapter(abc.ABC):
         seeds: Sequence[int],
         n_steps: int,
         arm: PrecisionArm,
+        *,
+        probe_anchors: Sequence[int] = (),
+        probe_draws: int = 512,
     ) -> LabelReadout:
         """Label-token log-probabilities after every recurrence step ``t = 1..n_steps``, one pass.
 
@@ -796,10 +984,18 @@ class LoopedLMAdapter(abc.ABC):
             seeds: per item, the seed of its initial latent state.
             n_steps: endpoint depth ``T >= 1``.
             arm: the precision arm.
+            probe_anchors: depths ``t`` (``1 <= t < n_steps``) at which to record the §7
+                probes of the label scores (:class:`ReadoutProbes`, in target order); none by
+                default. They ride on the same recurrence; it runs under ``no_grad`` then.
+            probe_draws: Rademacher draws per anchor of the nonlinear probe.
 
         Returns:
             A :class:`LabelReadout` with arrays ``[batch, depth=n_steps, k_max]`` and
-            ``[batch, depth]`` (and ``extras``, ``[batch, depth]`` each).
+            ``[batch, depth]`` (and ``extras``, ``[batch, depth]`` each; ``probes`` when
+            ``probe_anchors`` are given).
+
+        Raises:
+            ValueError: mismatched or empty inputs, or bad probe anchors.
         """
         import torch
 
@@ -819,7 +1015,7 @@ class LoopedLMAdapter(abc.ABC):
         self._check_weights_dtype(arm)
         if self.batching == "invariant" and batch > 1:
             return _stack_readouts([
-                self.label_readout([p], [tg], [sd], n_steps, arm)
+                self.label_readout([p], [tg], [sd], n_steps, arm, probe_anchors=probe_anchors, probe_draws=probe_draws)
                 for p, tg, sd in zip(prompts, targets, seeds, strict=True)
             ], LabelReadout)
 
@@ -843,9 +1039,20 @@ class LoopedLMAdapter(abc.ABC):
             logsumexp[:, t] = lse
             logprob[:, t] = logits.gather(1, tgt) - lse[:, None]
 
+        on_step, probes = None, None
+        if probe_anchors:
+            def label_scores(logits: torch.Tensor, items: torch.Tensor) -> torch.Tensor:  # [n, vocab] -> [n, k_max]
+                return logits.gather(1, tgt[items]) - torch.logsumexp(logits, dim=-1)[:, None]
+
+            on_step, probes = self._prober(
+                probe_anchors, probe_draws, seeds=seeds, read_at=last,
+                valid=torch.ones(batch, dtype=torch.bool, device=self.device),
+                n_real=[len(t) for t in targets], score=label_scores,
+                head_dtype=self._arm_dtypes(arm)[1], n_steps=n_steps,
+            )
         step_norm, extras = self._recur(
             ids, arm, n_steps, read_at=last, stat_at=last, consume=consume,
-            lengths=lengths, seeds=seeds,
+            lengths=lengths, seeds=seeds, on_step=on_step,
         )
         real = has_tgt.numpy()[:, None, :]
         return LabelReadout(
@@ -853,6 +1060,7 @@ class LoopedLMAdapter(abc.ABC):
             logsumexp=logsumexp.cpu().numpy(),
             latent_step_norm=step_norm.cpu().numpy(),
             extras={k: v.cpu().numpy() for k, v in extras.items()},
+            probes=probes() if probes else None,
         )
 
     def text_readout(
@@ -864,6 +1072,8 @@ class LoopedLMAdapter(abc.ABC):
         arm: PrecisionArm,
         *,
         shared_prefix: bool = True,
+        probe_anchors: Sequence[int] = (),
+        probe_draws: int = 512,
     ) -> TextReadout:
         """Answer-text log-likelihoods (`pd:eq:f2`) after every step ``t = 1..n_steps``, one pass.
 
@@ -897,11 +1107,20 @@ class LoopedLMAdapter(abc.ABC):
             n_steps: endpoint depth ``T >= 1``.
             arm: the precision arm.
             shared_prefix: pack the continuations behind one prompt (default) or run them apart.
+            probe_anchors: depths ``t`` (``1 <= t < n_steps``) at which to record the §7 probes
+                of the continuation log-likelihood sums (:class:`ReadoutProbes`), with respect to
+                the hidden states at all the item's readout positions (the last prompt token and
+                every continuation token but its last); shared prefix only.
+            probe_draws: Rademacher draws per anchor of the nonlinear probe.
 
         Returns:
             A :class:`TextReadout`: ``[batch, depth, k_max]`` log-likelihoods (NaN past an item's
             continuations), ``[batch, k_max]`` token counts, ``[batch, depth]`` statistics at
-            the last prompt token.
+            the last prompt token (and ``probes`` when ``probe_anchors`` are given).
+
+        Raises:
+            ValueError: mismatched or empty inputs, bad probe anchors, or probes without the
+                shared prefix.
         """
         import torch
 
@@ -922,9 +1141,12 @@ class LoopedLMAdapter(abc.ABC):
         if any(len(v) == 0 for c in continuations for v in c):
             raise ValueError("every continuation needs at least one token")
         self._check_weights_dtype(arm)
+        if probe_anchors and not shared_prefix:
+            raise ValueError("the probes run on the shared-prefix text readout only")
         if self.batching == "invariant" and batch > 1:
             return _stack_readouts([
-                self.text_readout([p], [c], [sd], n_steps, arm, shared_prefix=shared_prefix)
+                self.text_readout([p], [c], [sd], n_steps, arm, shared_prefix=shared_prefix,
+                                  probe_anchors=probe_anchors, probe_draws=probe_draws)
                 for p, c, sd in zip(prompts, continuations, seeds, strict=True)
             ], TextReadout)
         packed = _pack(prompts, continuations, self.pad_token_id)
@@ -957,11 +1179,29 @@ class LoopedLMAdapter(abc.ABC):
                 misses.scatter_add_(1, owner[:, 1:], (top[:, 1:] != target[:, 1:]).to(torch.int64))
                 greedy[:, t] = (top[:, :1] == first) & (misses[:, :k_max] == 0)
 
+            on_step, probes = None, None
+            if probe_anchors:
+                def text_scores(logits: torch.Tensor, items: torch.Tensor) -> torch.Tensor:  # [n, R, vocab] -> [n, k_max]
+                    lse = torch.logsumexp(logits, dim=-1)
+                    lp = logits.gather(2, target[items][:, :, None])[..., 0] - lse
+                    head = logits[:, 0].gather(1, first[items]) - lse[:, :1]
+                    rest = torch.zeros((len(items), k_max + 1), dtype=lp.dtype, device=dev)
+                    rest = rest.scatter_add(1, owner[items][:, 1:], lp[:, 1:])
+                    return head + rest[:, :k_max]
+
+                valid = owner < k_max
+                valid[:, 0] = True
+                on_step, probes = self._prober(
+                    probe_anchors, probe_draws, seeds=seeds, read_at=read_at, valid=valid,
+                    n_real=[len(c) for c in continuations], score=text_scores,
+                    head_dtype=self._arm_dtypes(arm)[1], n_steps=n_steps,
+                )
             step_norm, extras = self._recur(
                 ids, arm, n_steps, read_at=read_at, stat_at=read_at[:, 0], consume=consume,
                 lengths=packed.lengths.tolist(), seeds=seeds,
                 position_ids=torch.as_tensor(packed.position_ids, device=dev),
                 attention_mask=torch.as_tensor(packed.attention_mask(), device=dev),
+                on_step=on_step,
             )
         else:
             h0 = self._packed_initial_state(packed, seeds, arm)
@@ -991,6 +1231,7 @@ class LoopedLMAdapter(abc.ABC):
             )
             step_norm = step_norm_u[lead]
             extras = {k: v[lead] for k, v in extras_u.items()}
+            probes = None
         real = (packed.n_tokens > 0)[:, None, :]
         nan = np.float32(np.nan)
         return TextReadout(
@@ -1001,6 +1242,7 @@ class LoopedLMAdapter(abc.ABC):
             step_norm.cpu().numpy(),
             np.where(real, greedy.cpu().numpy(), -1).astype(np.int8),
             extras={k: v.cpu().numpy() for k, v in extras.items()},
+            probes=probes() if probes else None,
         )
 
     def _packed_initial_state(self, packed: _Packed, seeds: Sequence[int], arm: PrecisionArm) -> torch.Tensor:
@@ -1158,6 +1400,8 @@ def load_adapter_class(name: str) -> type[LoopedLMAdapter]:
 
 
 __all__ = [
+    "ReadoutProbes",
+    "probe_seed",
     "ENTRY_POINT_GROUP",
     "BATCHING_MODES",
     "AdapterSelfCheckError",

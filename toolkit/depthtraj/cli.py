@@ -372,6 +372,10 @@ def collect(
         metavar="REV", help="Checkpoint revision (hub branch, tag or commit; a cached snapshot by a 7+ character prefix; "
                             "a local directory by its content hash). Default: the adapter's pin for the paper's hub ids. "
                             "A checkpoint at another revision is refused.")] = None,
+    probes: Annotated[Optional[str], typer.Option(
+        metavar="default|T1,T2,..", help="Record paper §7's collection probes at these anchor depths (default: 4,8,16,24,31; "
+                                         "clipped to T-1): linear N2 J J^T and the nonlinear N2 moments of the scores.")] = None,
+    probe_draws: Annotated[int, typer.Option(metavar="N", help="Rademacher draws per anchor of the nonlinear probe.")] = 512,
 ) -> None:
     """Run a recurrent model over benchmark questions; write a trajectory store (F1, F2 or F3)."""
     from .collect import CollectError, Source, check_readout, parse_shard
@@ -410,6 +414,8 @@ def collect(
                 progress=progress,
                 log=lambda m: typer.echo(m, err=True),
                 revision=revision,
+                probes=probes,
+                probe_draws=probe_draws,
             )
         finally:
             if bars:

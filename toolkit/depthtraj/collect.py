@@ -42,6 +42,7 @@ from .models.v1 import (
     Execution,
     ModelInfo,
     PrecisionArm,
+    Probes,
     PromptTemplate,
     Readout,
     Seeds,
@@ -352,6 +353,8 @@ def collect(
     log: Callable[[str], None] | None = None,
     revision: str | None = None,
     batching: str = "invariant",
+    probes: Sequence[int] | str | None = None,
+    probe_draws: int = 512,
 ) -> CollectSummary:
     """Collect per-depth score trajectories and write a format-v1 store.
 
@@ -391,6 +394,14 @@ def collect(
     optional
         Optional depth statistics to record; the adapter's step extras (e.g. ``exit_gate``) are
         added when it provides them.
+    probes, probe_draws
+        Record the §7 collection probes (``pd:app:readout-prediction``; spec §4.5) at these
+        anchor depths (``'default'``: 4, 8, 16, 24, 31; a list or ``'4,8,16'``), each clipped
+        to ``T - 1`` and de-duplicated: linear N2 ``J Jᵀ`` of the probed score (label:
+        ``score``; text: ``logprob_sum``) with respect to the hidden state at the readout
+        positions, and the mean and raw second moment of its change under ``probe_draws``
+        Rademacher hidden innovations scaled to the observed step (``probe_*`` variables,
+        ``attrs.probes``). ``None`` (default): no probes.
     progress
         Called with ``(done, total)`` questions after each batch.
     revision
@@ -418,6 +429,9 @@ def collect(
     if chunk_size < 1:
         raise CollectError(f"--chunk-size must be >= 1, got {chunk_size}")
     check_readout(readout, options, arrangements)
+    anchors = parse_probes(probes, depths)
+    if anchors and probe_draws < 1:
+        raise CollectError(f"--probe-draws must be >= 1, got {probe_draws}")
     shard = parse_shard(shard if shard is None or isinstance(shard, str) else f"{shard[0]}/{shard[1]}")
     arms = parse_precision(precision)
     questions = load_questions(sources)
@@ -523,6 +537,8 @@ def collect(
         seeds=Seeds(base=seed, scheme=SEED_SCHEME),
         device=_device_name(device),
         execution=execution,
+        probes=Probes(anchors=anchors, score="score" if readout == "label" else "logprob_sum", draws=probe_draws)
+        if anchors else None,
         notes="; ".join(notes),
     )
     # text readouts also record lm-eval's per-candidate greedy flag at every depth
@@ -568,7 +584,7 @@ def collect(
         region_items = [it for q in range(region.start, region.stop) for it in by_question[q]]
         arrays = _collect_region(
             runner, region, region_items, qs, depths, arms, batch_size, readout,
-            writer.data_variables, on_batch,
+            writer.data_variables, on_batch, probes=attrs.probes,
         )
         writer.write(region, **arrays)
         written += region.stop - region.start
@@ -862,7 +878,41 @@ def _probe_extras(runner, items: Sequence[_Item], qs: QuestionSet, arm: Precisio
     return sorted(r.extras)
 
 
-def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout, variables, on_batch=None):
+#: The anchors of ``collect --probes default`` (the paper's five transition anchors, §7).
+DEFAULT_PROBE_ANCHORS = (4, 8, 16, 24, 31)
+
+
+def parse_probes(probes: Sequence[int] | str | None, T: int) -> list[int]:
+    """The probe anchors of ``--probes``: ``None``/``''`` -> none; ``'default'`` ->
+    :data:`DEFAULT_PROBE_ANCHORS`; else a comma list or sequence of depths >= 1; each clipped
+    to ``T - 1``, sorted and de-duplicated.
+
+    Raises
+    ------
+    CollectError
+        a malformed list, a depth < 1, or probes with ``T < 2`` (there is no next step).
+    """
+    if probes is None or probes == "" or probes == ():
+        return []
+    if isinstance(probes, str):
+        if probes.strip() == "default":
+            raw: Sequence[int] = DEFAULT_PROBE_ANCHORS
+        else:
+            try:
+                raw = [int(x) for x in probes.split(",") if x.strip()]
+            except ValueError:
+                raise CollectError(f"--probes must be 'default' or depths like 4,8,16; got {probes!r}") from None
+    else:
+        raw = [int(x) for x in probes]
+    if not raw or min(raw) < 1:
+        raise CollectError(f"--probes must be 'default' or positive depths like 4,8,16; got {probes!r}")
+    if T < 2:
+        raise CollectError(f"--probes needs --depths >= 2 (an anchor t needs the step t + 1), got {T}")
+    return sorted({min(int(a), T - 1) for a in raw})
+
+
+def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout, variables, on_batch=None, *,
+                    probes=None):
     """Arrays of one chunk, by candidate identity: ``score``, (text) ``logprob_sum``,
     ``logprob_first`` ``[q, depth, candidate, arrangement, precision]`` and ``n_tokens``
     ``[q, candidate, arrangement]``, and the depth statistics ``[q, depth, arrangement,
@@ -885,6 +935,16 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
             full[name] = np.full((n, depths, a_max, p), np.nan, dtype=np.float32)
     if "greedy" in variables:
         full["greedy"] = np.full((n, depths, k_max, a_max, p), -1, dtype=np.int8)
+    anchors = list(probes.anchors) if probes is not None else []
+    if anchors:
+        j_n = len(anchors)
+        full["probe_sigma"] = np.full((n, j_n, a_max, p), np.nan, dtype=np.float32)
+        full["probe_nl_mean"] = np.full((n, j_n, k_max, a_max, p), np.nan, dtype=np.float32)
+        for name in ("probe_jjt", "probe_nl_moment"):
+            full[name] = np.full((n, j_n, k_max, k_max, a_max, p), np.nan, dtype=np.float32)
+        probe_kw = {"probe_anchors": anchors, "probe_draws": probes.draws}
+    else:
+        probe_kw = {}
     n_chars = np.zeros((n, k_max), dtype=np.float32)
     for r, cands in enumerate(qs.candidate_text[region]):
         n_chars[r, : len(cands)] = [len(TARGET_DELIMITER + c) for c in cands]
@@ -896,10 +956,12 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
             batch = [items[i] for i in order[b : b + batch_size]]
             seeds = [qs.seed[it.q] for it in batch]
             if readout == "label":
-                r = runner.label_readout([it.prompt for it in batch], [it.targets for it in batch], seeds, depths, arm)
+                r = runner.label_readout([it.prompt for it in batch], [it.targets for it in batch], seeds, depths, arm,
+                                         **probe_kw)
                 per_position = r.logprob
             else:
-                r = runner.text_readout([it.prompt for it in batch], [it.continuations for it in batch], seeds, depths, arm)
+                r = runner.text_readout([it.prompt for it in batch], [it.continuations for it in batch], seeds, depths, arm,
+                                        **probe_kw)
             for row, it in enumerate(batch):
                 local, a, k = it.q - region.start, it.a, len(it.order)
                 if readout == "label":  # position p shows candidate order[p]
@@ -911,6 +973,13 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
                     full["n_tokens"][local, :k, a] = r.n_tokens[row, :k]
                     if "greedy" in full and r.greedy is not None:
                         full["greedy"][local, :, :k, a, j] = r.greedy[row, :, :k]
+                if anchors:  # label probes are in display order: position p shows candidate order[p]
+                    at = np.argsort(it.order) if readout == "label" else np.arange(k)
+                    pr = r.probes
+                    full["probe_sigma"][local, :, a, j] = pr.sigma[row]
+                    full["probe_nl_mean"][local, :, :k, a, j] = pr.nl_mean[row][:, at]
+                    full["probe_jjt"][local, :, :k, :k, a, j] = pr.jjt[row][:, at][:, :, at]
+                    full["probe_nl_moment"][local, :, :k, :k, a, j] = pr.nl_moment[row][:, at][:, :, at]
                 stats = {"logsumexp": r.logsumexp, "latent_step_norm": r.latent_step_norm, **r.extras}
                 for name, value in stats.items():
                     if name in full and full[name].ndim == 4:

@@ -17,11 +17,13 @@ QUESTION, DEPTH, CANDIDATE, ARRANGEMENT, PRECISION, POSITION = (
     "precision",
     "position",
 )
+#: The probe dims (format 1.1): the transition anchor, and the column candidate of a K × K matrix.
+ANCHOR, CANDIDATE2 = "anchor", "candidate2"
 #: The five trajectory dims, in the order of `score`.
 DIMS: tuple[str, ...] = (QUESTION, DEPTH, CANDIDATE, ARRANGEMENT, PRECISION)
 
 Kind = Literal["float", "int", "bool", "str"]
-Need = Literal["always", "text", "optional"]
+Need = Literal["always", "text", "optional", "probes"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class ArraySpec:
 
 SCORE_DIMS = (QUESTION, DEPTH, CANDIDATE, ARRANGEMENT, PRECISION)
 DEPTH_STAT_DIMS = (QUESTION, DEPTH, ARRANGEMENT, PRECISION)
+PROBE_SCALAR_DIMS = (QUESTION, ANCHOR, ARRANGEMENT, PRECISION)
+PROBE_VECTOR_DIMS = (QUESTION, ANCHOR, CANDIDATE, ARRANGEMENT, PRECISION)
+PROBE_MATRIX_DIMS = (QUESTION, ANCHOR, CANDIDATE, CANDIDATE2, ARRANGEMENT, PRECISION)
 
 COORDS: dict[str, ArraySpec] = {
     s.name: s
@@ -58,6 +63,12 @@ COORDS: dict[str, ArraySpec] = {
         ArraySpec(ARRANGEMENT, (ARRANGEMENT,), "int", "always", "Arrangement index 0..A-1.", coordinate=True),
         ArraySpec(PRECISION, (PRECISION,), "str", "always", "Precision arm name (attrs.precision[].name).", coordinate=True),
         ArraySpec(POSITION, (POSITION,), "int", "always", "Displayed option position 0..K_max-1.", coordinate=True),
+        ArraySpec(
+            ANCHOR, (ANCHOR,), "int", "probes",
+            "Probe anchor depth t (strictly increasing; t and t + 1 are both depths of the store).",
+            coordinate=True,
+        ),
+        ArraySpec(CANDIDATE2, (CANDIDATE2,), "int", "probes", "Column candidate identity of a K x K probe matrix.", coordinate=True),
     ]
 }
 
@@ -112,6 +123,31 @@ VARIABLES: dict[str, ArraySpec] = {
             "The model's own per-step exit gate at the answer position (Ouro's lambda_t), as the "
             "adapter's step_extras returns it; NaN in unused arrangements.",
         ),
+        ArraySpec(
+            "probe_sigma", PROBE_SCALAR_DIMS, "float", "probes",
+            "Scale sigma of the Rademacher hidden innovations eps = sigma * r at the anchor: "
+            "||h_{t+1} - h_t||_2 over the readout positions / sqrt(n_positions * hidden), so that "
+            "||eps||_2 equals the observed step; NaN in unused arrangements.",
+        ),
+        ArraySpec(
+            "probe_jjt", PROBE_MATRIX_DIMS, "float", "probes",
+            "Linear N2: C = J J^T, J the Jacobian of the probed score of the real candidates with "
+            "respect to the hidden state at the readout positions at depth t (per unit isotropic "
+            "innovation variance); NaN past n_candidates and in unused arrangements.",
+            units="nats2",
+        ),
+        ArraySpec(
+            "probe_nl_mean", PROBE_VECTOR_DIMS, "float", "probes",
+            "Nonlinear N2: mean over the draws of s(h_t + sigma r) - s(h_t), the probed score "
+            "through the real readout; NaN past n_candidates and in unused arrangements.",
+            units="nats",
+        ),
+        ArraySpec(
+            "probe_nl_moment", PROBE_MATRIX_DIMS, "float", "probes",
+            "Nonlinear N2: raw second moment over the draws of the same score change "
+            "(d d^T averaged); NaN past n_candidates and in unused arrangements.",
+            units="nats2",
+        ),
     ]
 }
 
@@ -121,15 +157,19 @@ REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {
     "text": tuple(n for n, s in VARIABLES.items() if s.need in ("always", "text")),
 }
 OPTIONAL: tuple[str, ...] = tuple(n for n, s in VARIABLES.items() if s.need == "optional")
+#: The probe variables (format 1.1): a store has all of them, with the anchor and candidate2
+#: coordinates and ``attrs.probes``, or none.
+PROBES: tuple[str, ...] = tuple(n for n, s in VARIABLES.items() if s.need == "probes")
 
 #: Variables whose values are written chunk by chunk by the writer (everything else per
 #: question is known when the store is created).
 DATA_VARIABLES: tuple[str, ...] = (
     "score", "logprob_sum", "logprob_first", "n_tokens", "logsumexp", "latent_step_norm",
-    "exit_gate", "greedy",
+    "exit_gate", "greedy", "probe_sigma", "probe_jjt", "probe_nl_mean", "probe_nl_moment",
 )
 
 __all__ = [
-    "ARRANGEMENT", "CANDIDATE", "COORDS", "DATA_VARIABLES", "DEPTH", "DIMS", "OPTIONAL",
-    "POSITION", "PRECISION", "QUESTION", "REQUIRED_BY_KIND", "VARIABLES", "ArraySpec",
+    "ANCHOR", "ARRANGEMENT", "CANDIDATE", "CANDIDATE2", "COORDS", "DATA_VARIABLES", "DEPTH", "DIMS",
+    "OPTIONAL", "POSITION", "PRECISION", "PROBES", "QUESTION", "REQUIRED_BY_KIND", "VARIABLES",
+    "ArraySpec",
 ]

@@ -188,6 +188,18 @@ def build_template(
             data[name] = (L.SCORE_DIMS, lazy((n, t, k, a, p), -1, np.int8))
         else:
             data[name] = (L.DEPTH_STAT_DIMS, lazy((n, t, a, p), np.nan, sdt))
+    probe_coords: dict[str, Any] = {}
+    if attrs.probes is not None:
+        anchors = np.asarray(attrs.probes.anchors, dtype=np.int32)
+        missing = sorted(({int(x) for x in anchors} | {int(x) + 1 for x in anchors}) - {int(d) for d in depths})
+        if missing:
+            raise StoreError(f"probe anchors {anchors.tolist()} need depths t and t + 1; missing {missing}")
+        j = anchors.size
+        data["probe_sigma"] = (L.PROBE_SCALAR_DIMS, lazy((n, j, a, p), np.nan, sdt))
+        data["probe_nl_mean"] = (L.PROBE_VECTOR_DIMS, lazy((n, j, k, a, p), np.nan, sdt))
+        for name in ("probe_jjt", "probe_nl_moment"):
+            data[name] = (L.PROBE_MATRIX_DIMS, lazy((n, j, k, k, a, p), np.nan, sdt))
+        probe_coords = {L.ANCHOR: anchors, L.CANDIDATE2: np.arange(k, dtype=np.int8)}
 
     seeds = np.asarray(questions.seed if questions.seed else [0] * n, dtype=np.int64)
     coords = {
@@ -202,6 +214,7 @@ def build_template(
         L.ARRANGEMENT: np.arange(a, dtype=np.int8),
         L.PRECISION: _object_strings(arm.name for arm in attrs.precision),
         L.POSITION: np.arange(k, dtype=np.int8),
+        **probe_coords,
     }
     ds = xr.Dataset(data, coords=coords, attrs=attrs.to_attrs())
     for name, spec in {**L.VARIABLES, **L.COORDS}.items():
@@ -593,7 +606,7 @@ class TrajectoryWriter:
         except Exception as exc:
             raise StoreError(f"{p}: attrs.{ATTRS_KEY} do not parse as format v1: {exc}") from None
         if attrs is not None:
-            for field_name in ("model", "readout", "endpoint", "precision", "seeds"):
+            for field_name in ("model", "readout", "endpoint", "precision", "seeds", "probes"):
                 if getattr(stored, field_name) != getattr(attrs, field_name):
                     raise StoreError(
                         f"{p}: attrs.{ATTRS_KEY}.{field_name} differs from this run's; "

@@ -35,6 +35,7 @@ from .models.v1 import (
     AdapterInfo,
     ModelInfo,
     PrecisionArm,
+    Probes,
     PromptTemplate,
     Readout,
     Seeds,
@@ -191,6 +192,7 @@ def synthetic_store(
     complete: bool = True,
     overwrite: bool = True,
     options_displayed: bool = True,
+    probes: Sequence[int] | None = None,
     **dynamics,
 ) -> str:
     """Write a conforming random store and return its path.
@@ -201,12 +203,20 @@ def synthetic_store(
     options), else F3. ``dynamics`` go to :func:`synthetic_scores` (``decay``, ``amplitude``,
     ``jitter``, ``translation``, ``tie_rate``, ``stall_rate``). With ``complete=False`` the
     last chunk is left unwritten. Chunks are generated and written one at a time.
+
+    ``probes`` (anchor depths) adds the §7 probe variables (:func:`synthetic_probes`): random
+    positive-semidefinite ``probe_jjt`` and nonlinear moments loosely tied to the store's own
+    score increments at each anchor, so the moment and allocation analyses have signal.
     """
     depths = np.arange(1, endpoint + 1) if depths is None else np.asarray(depths)
     attrs = synthetic_attrs(
         endpoint=int(depths[-1]), readout=readout, precision=precision, tasks=tasks, seed=seed,
         options_displayed=options_displayed,
     )
+    if probes is not None:
+        attrs = attrs.model_copy(update={"probes": Probes(
+            anchors=[int(a) for a in probes], score="score" if readout == "label" else "logprob_sum", draws=512,
+        )})
     qs = synthetic_questions(n, k_mix=k_mix, tasks=tasks, arrangements=arrangements, seed=seed)
     w = TrajectoryWriter.create(
         path, attrs, qs, depths=depths, optional=optional, chunk_size=chunk_size,
@@ -238,12 +248,58 @@ def synthetic_store(
             steps = (depths - depths[0]).astype(float)
             base = 10.0 * 0.8 ** steps[None, :, None, None]
             arrays["latent_step_norm"] = (base * rng.uniform(0.5, 1.5, size=(m, len(depths), arrangements, len(precision)))).astype(dtype)
+        if probes is not None:
+            probed = arrays["score" if readout == "label" else "logprob_sum"]
+            depth_index = {int(d): i for i, d in enumerate(depths)}
+            arrays.update(synthetic_probes(probed, [depth_index[int(a)] for a in probes], rng=rng, dtype=dtype))
         arrays = {k: v for k, v in arrays.items() if k in w.data_variables}
         w.write(region, **arrays)
     if complete:
         w.finalize()
     return str(path)
 
+
+def synthetic_probes(score: np.ndarray, anchor_index: Sequence[int], *, rng: np.random.Generator,
+                     dtype: str = "float32", rank: int = 6) -> dict[str, np.ndarray]:
+    """Random §7 probe arrays for a chunk of scores (spec §4.5).
+
+    Args:
+        score: ``[question, depth, candidate, arrangement, precision]`` the probed score; NaN
+            marks missing candidates and unused arrangements (they stay NaN in the probes).
+        anchor_index: index into ``depth`` of each anchor t (t + 1 is the next index).
+        rng: the generator.
+
+    Returns:
+        ``probe_sigma`` ``[question, anchor, arrangement, precision]``, ``probe_nl_mean``
+        ``[question, anchor, candidate, arrangement, precision]``, ``probe_jjt`` and
+        ``probe_nl_moment`` ``[question, anchor, candidate, candidate2, arrangement, precision]``:
+        ``J Jᵀ`` of a random ``K × rank`` J, and a nonlinear covariance that mixes the observed
+        increment's outer product with ``J Jᵀ`` (so both predictors carry some signal).
+    """
+    q, _, k, a, p = score.shape
+    idx = np.asarray(anchor_index)
+    y = np.moveaxis(score[:, idx + 1] - score[:, idx], (3, 4), (1, 2))  # [q, a, p, anchor, k]
+    real = np.isfinite(y)
+    y0 = np.where(real, y, 0.0)
+    J = rng.normal(size=(q, a, p, idx.size, k, rank)) * rng.uniform(0.05, 0.5, size=(q, a, p, idx.size, 1, 1))
+    jjt = J @ np.swapaxes(J, -1, -2)
+    mu = 0.1 * y0 + rng.normal(scale=0.01, size=y0.shape)
+    lam = rng.uniform(0.2, 0.8, size=(q, a, p, idx.size, 1, 1))
+    cov = lam * y0[..., :, None] * y0[..., None, :] + (1 - lam) * jjt
+    moment = cov + mu[..., :, None] * mu[..., None, :]
+    pair = real[..., :, None] & real[..., None, :]
+    used = real.any(-1)
+    sigma = np.where(used, rng.uniform(0.01, 1.0, size=used.shape), np.nan)
+
+    def back(x, nd):  # [q, a, p, anchor, ...] -> [q, anchor, ..., a, p]
+        return np.moveaxis(x, (1, 2), (nd - 2, nd - 1)).astype(dtype)
+
+    return {
+        "probe_sigma": back(sigma, 4),
+        "probe_nl_mean": back(np.where(real, mu, np.nan), 5),
+        "probe_jjt": back(np.where(pair, jjt, np.nan), 6),
+        "probe_nl_moment": back(np.where(pair, moment, np.nan), 6),
+    }
 
 
 # ====================================================================== adapter conformance kit
@@ -253,6 +309,7 @@ KIT_CHECKS: tuple[str, ...] = (
     "seed-determinism",
     "packed-equals-unshared",
     "precision-arms",
+    "probes",
     "store-validates",
 )
 """The checks of :class:`AdapterKit`, in the order :meth:`AdapterKit.run_all` runs them (see
@@ -370,6 +427,17 @@ class AdapterKit:
         are <= 0; ``bf16`` and ``bf16-fp32head`` share their hidden values (identical
         ``latent_step_norm`` and step extras); the head dtype and the recurrence dtype are
         honoured (``bf16`` differs from ``bf16-fp32head`` and from ``fp32``).
+    ``probes``
+        The §7 collection probes (spec §4.5) of the label and packed answer-text readouts, fp32,
+        at anchors ``1`` and ``n_steps - 1`` with 16 draws, against a reference built from the
+        hooks alone: ``h_t`` from :meth:`embed`, :meth:`initial_state` and :meth:`step` in
+        float32 (the arm's recurrence), the readout path in float64 from there; ``J Jᵀ`` from float64 autograd of the log-softmax readout with respect to the
+        hidden state at the readout positions (itself checked by central finite differences
+        along random directions); ``σ`` from ``h_{t+1} − h_t``; the
+        nonlinear moments from the same Rademacher draws evaluated one at a time. Within a
+        relative ``1e-3`` of each matrix's scale (the nonlinear moments also within the fp32 rounding
+        of two readouts, ``2e-5`` nats per scored token). The probes are also the same bytes for an
+        item alone and in a batch (invariant batching) and for the same seeds twice.
     ``store-validates``
         :func:`depthtraj.collect.collect` with this adapter (through its entry point, see
         the adapter class passed to :func:`depthtraj.collect.collect` directly), on 2 ARC + 2 MMLU questions of the shipped sample, writes
@@ -787,6 +855,138 @@ class AdapterKit:
                                     "ignore the recurrence dtype (use self.module(dtype))")
         return {"bf16_vs_fp32head_logprob": head, "bf16_vs_fp32_step_norm": rec}
 
+    def _probes(self, check: str) -> dict[str, Any]:
+        import torch
+
+        from .adapter import _pack, probe_seed
+
+        a, T, fp32 = self.adapter, self.n_steps, self._arm("fp32")
+        if T < 2:
+            raise KitUsageError("the probes check needs n_steps >= 2")
+        anchors, draws = sorted({1, T - 1}), 16
+        items = self.tokens[:2]
+        prompts, conts = [p for p, _ in items], [c for _, c in items]
+        targets, seeds = self._label_targets()[:2], self.seeds[:2]
+        got = {
+            "label": a.label_readout(prompts, targets, seeds, T, fp32, probe_anchors=anchors, probe_draws=draws).probes,
+            "text": a.text_readout(prompts, conts, seeds, T, fp32, probe_anchors=anchors, probe_draws=draws).probes,
+        }
+        again = a.label_readout(prompts, targets, seeds, T, fp32, probe_anchors=anchors, probe_draws=draws).probes
+        alone = a.text_readout(prompts[1:], conts[1:], seeds[1:], T, fp32, probe_anchors=anchors, probe_draws=draws).probes
+        for name, x, y in (("the same seeds twice (label)", got["label"], again),
+                           ("item 1 alone vs in a batch (text)", _slice_probes(got["text"], 1), alone)):
+            tol = 0.0 if a.batching == "invariant" or "twice" in name else self.atol
+            for part in x._fields:
+                u, v = getattr(x, part), getattr(y, part)
+                k = min(u.shape[-1], v.shape[-1]) if u.ndim > 2 else None
+                if k is not None:
+                    u, v = u[..., :k], v[..., :k]
+                    if u.ndim == 4:
+                        u, v = u[..., :k, :], v[..., :k, :]
+                err = float(np.nanmax(np.abs(u.astype(np.float64) - v))) if np.isfinite(u).any() else 0.0
+                if err > tol or not np.array_equal(np.isnan(u), np.isnan(v)):
+                    raise self._fail(check, f"probes.{part} differ for {name} by {err:.3g} (tolerance {tol:g})")
+
+        f64 = torch.float64
+        worst = {"jjt": 0.0, "nl": 0.0, "sigma": 0.0}
+        for i, (prompt, cont) in enumerate(items):
+            for kind in ("label", "text"):
+                if kind == "label":
+                    ids = torch.tensor([prompt], device=a.device)
+                    ctx32, ctx = a.embed(ids, torch.float32), a.embed(ids, f64)
+                    h = a.initial_state(ctx32, [len(prompt)], [torch.Generator().manual_seed(seeds[i])]).float()
+                    read_at = torch.tensor([len(prompt) - 1], device=a.device)
+                    pos = read_at
+                    tgt = torch.tensor(targets[i], device=a.device)
+
+                    def scores(logits, tgt=tgt):  # [n, vocab] -> [n, K]
+                        return torch.log_softmax(logits, -1)[:, tgt]
+                else:
+                    pk = _pack([prompt], [cont], a.pad_token_id)
+                    ctx32, ctx = (a.embed(torch.as_tensor(pk.ids, device=a.device), dt,
+                                          position_ids=torch.as_tensor(pk.position_ids, device=a.device),
+                                          attention_mask=torch.as_tensor(pk.attention_mask(), device=a.device))
+                                  for dt in (torch.float32, f64))
+                    h = a.initial_state(ctx32, pk.lengths.tolist(), [torch.Generator().manual_seed(seeds[i])]).float()
+                    read_at = torch.as_tensor(pk.read_at, device=a.device)  # [1, R]
+                    pos = read_at[0]
+                    own = torch.as_tensor(pk.owner[0], device=a.device)
+                    tg = torch.as_tensor(pk.target[0], device=a.device)
+                    first = torch.as_tensor(pk.first_token[0], device=a.device)
+
+                    def scores(logits, own=own, tg=tg, first=first, k_n=len(cont)):  # [n, R, vocab] -> [n, K]
+                        lsm = torch.log_softmax(logits, -1)
+                        lp = lsm.gather(2, tg[None, :, None].expand(lsm.shape[0], -1, 1))[..., 0]
+                        out = lsm[:, 0, first]
+                        return torch.stack([out[:, k] + lp[:, 1:][:, own[1:] == k].sum(1) for k in range(k_n)], 1)
+                n_pos, hidden = int(pos.numel()), int(h.shape[-1])
+                with torch.no_grad():
+                    states = [h]  # the fp32 arm's recurrence, as the engine runs it
+                    for step in range(T):
+                        states.append(a.step(states[-1], ctx32, step))
+                    states = [x.to(f64) for x in states]
+
+                    def evaluate(hb, read_at=read_at, ctx=ctx, scores=scores):  # [n, seq, hidden] -> [n, K]
+                        n = hb.shape[0]
+                        c = a.take_context(ctx, torch.zeros(n, dtype=torch.long, device=a.device), 1)
+                        return scores(a.read_logits(hb, c, read_at.expand(n, *read_at.shape[1:]))).double()
+
+                    for j, t in enumerate(anchors):
+                        ht = states[t]
+                        step = states[t + 1][0, pos] - ht[0, pos]
+                        sigma = float(torch.linalg.vector_norm(step)) / float(np.sqrt(n_pos * hidden))
+                        # J by float64 autograd w.r.t. the whole state (read at the positions),
+                        # itself checked by central differences along random directions
+                        with torch.enable_grad():
+                            hg = ht.clone().requires_grad_(True)
+                            sg = evaluate(hg)[0]
+                            J = torch.stack([torch.autograd.grad(sg[c], hg, retain_graph=True)[0][0, pos].reshape(-1)
+                                             for c in range(sg.shape[0])]).cpu().numpy()  # [K, P * hidden]
+                        eps, rng = 1e-5, np.random.default_rng(i)
+                        for _ in range(3):
+                            v = torch.as_tensor(rng.normal(size=(n_pos, hidden)), dtype=f64, device=a.device)
+                            hb = ht.expand(2, -1, -1).clone()
+                            hb[0, pos] += eps * v
+                            hb[1, pos] -= eps * v
+                            sc = evaluate(hb)
+                            fd = ((sc[0] - sc[1]) / (2 * eps)).cpu().numpy()
+                            jv = J @ v.reshape(-1).cpu().numpy()
+                            if not np.allclose(jv, fd, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(fd).max()))):
+                                raise self._fail(check, f"{kind} readout of item {i} at anchor {t}: its float64 autograd "
+                                                        f"Jacobian disagrees with central differences ({jv} vs {fd})")
+                        ref_jjt = J @ J.T
+                        gen = torch.Generator(device="cpu").manual_seed(probe_seed(seeds[i], t))
+                        rr = torch.randint(0, 2, (draws, n_pos, hidden), generator=gen, dtype=torch.int8)
+                        base = evaluate(ht)[0]
+                        changes = []
+                        for d in range(draws):
+                            hb = ht.clone()
+                            hb[0, pos] += (rr[d].to(f64) * 2 - 1).to(a.device) * sigma
+                            changes.append((evaluate(hb)[0] - base).cpu().numpy())
+                        ch = np.stack(changes)
+                        ref_mean, ref_moment = ch.mean(0), ch.T @ ch / draws
+                        pr = got[kind]
+                        k = ref_jjt.shape[0]
+                        scale = max(float(np.abs(ref_jjt).max()), 1e-12)
+                        e_j = float(np.abs(pr.jjt[i, j, :k, :k] - ref_jjt).max()) / scale
+                        scale_nl = max(float(np.abs(ref_moment).max()), float(np.abs(ref_mean).max()) ** 2, 1e-12)
+                        # a score change is a difference of two fp32 readouts: besides 1e-3 of the
+                        # scale, allow fp32 rounding of the base score (2e-5 nats per scored token)
+                        n_scored = 1 if kind == "label" else max(len(c) for c in cont)
+                        slack = 2e-5 * n_scored
+                        e_nl = max(float(np.abs(pr.nl_mean[i, j, :k] - ref_mean).max()) / (1e-3 * np.sqrt(scale_nl) + slack),
+                                   float(np.abs(pr.nl_moment[i, j, :k, :k] - ref_moment).max())
+                                   / (1e-3 * scale_nl + 2 * np.sqrt(scale_nl) * slack)) * 1e-3
+                        e_s = abs(float(pr.sigma[i, j]) - sigma) / max(sigma, 1e-12)
+                        for key, e, what in (("jjt", e_j, "J Jᵀ vs central finite differences"),
+                                             ("nl", e_nl, "nonlinear moments vs the draws one at a time (beyond fp32 rounding)"),
+                                             ("sigma", e_s, "sigma vs ||h_{t+1} − h_t|| / sqrt(P·hidden)")):
+                            worst[key] = max(worst[key], e)
+                            if not e <= 1e-3:
+                                raise self._fail(check, f"{kind} probes of item {i} at anchor {t}: {what} differ by "
+                                                        f"{e:.3g} of their scale (tolerance 1e-3)")
+        return {f"{k}_rel_err": v for k, v in worst.items()} | {"anchors": anchors, "draws": draws}
+
     def _store_validates(self, check: str) -> dict[str, Any]:
         import zarr
 
@@ -833,6 +1033,11 @@ class AdapterKit:
                     )
                 figures[f"{readout}_warnings"] = report.warnings
         return figures
+
+
+def _slice_probes(p: Any, i: int) -> Any:
+    """Item ``i`` of a :class:`~depthtraj.adapter.ReadoutProbes` (keeping the batch axis)."""
+    return type(p)(*(x[i : i + 1] for x in p))
 
 
 def check_adapter(

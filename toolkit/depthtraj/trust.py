@@ -70,6 +70,8 @@ DEFECT_RULES: dict[str, str] = {
     "DT-DATA-007": "arrangement_order is not a permutation: arrangement weights and F3 positions are wrong",
     "DT-DATA-008": "text components out of range (n_tokens/n_chars < 1, log-likelihood above 0): normalised scores are wrong",
     "DT-DATA-009": "a text score is not logprob_sum / divisor of its declared normalization: the scores are not what the store says",
+    "DT-DATA-015": "a §7 probe is not finite, NaN where it should be finite, or not positive semidefinite: the moment "
+                   "and allocation predictions read it",
 }
 #: DT-DATA-003's tolerance at 0 (spec §5).
 ZERO_TOL = 1e-6

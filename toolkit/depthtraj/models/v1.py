@@ -149,6 +149,40 @@ class Execution(_Model):
         return self
 
 
+class Probes(_Model):
+    """The collection probes of paper §7 the store carries (format 1.1, optional;
+    ``pd:app:readout-prediction``, spec §4.5).
+
+    At every anchor depth t the collector recorded, for the probed score ``s`` of the real
+    candidates: the linear-N2 covariance ``J Jᵀ`` (``probe_jjt``), the mean and raw second
+    moment of ``s(h_t + σ r) − s(h_t)`` over ``draws`` Rademacher vectors ``r`` (``probe_nl_mean``,
+    ``probe_nl_moment``) and the scale ``σ`` (``probe_sigma``).
+    """
+
+    anchors: list[int] = Field(
+        min_length=1,
+        description="Anchor depths t, strictly increasing, each with t and t + 1 among the depths "
+        "(the `anchor` coordinate).",
+    )
+    score: Literal["score", "logprob_sum"] = Field(
+        description="The probed score: `score` (label readouts, F1) or `logprob_sum` (text "
+        "readouts: the unnormalised F2 sum)."
+    )
+    draws: int = Field(ge=1, description="Rademacher draws per anchor of the nonlinear probe.")
+    sigma: Literal["observed-step"] = Field(
+        default="observed-step",
+        description="How sigma was set: `observed-step`, ||sigma r||_2 = ||h_{t+1} - h_t||_2 over "
+        "the readout positions.",
+    )
+
+    @field_validator("anchors")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(v, v[1:])) or v[0] < 1:
+            raise ValueError(f"anchors must be strictly increasing positive depths, got {v}")
+        return v
+
+
 class StoreAttrs(_Model):
     """The root attribute object ``attrs['depthtraj']`` of a format-v1 trajectory store."""
 
@@ -169,6 +203,10 @@ class StoreAttrs(_Model):
     execution: Execution | None = Field(
         default=None,
         description="How batches were executed (format 1.1); absent in stores of earlier writers.",
+    )
+    probes: Probes | None = Field(
+        default=None,
+        description="The §7 collection probes the store carries (format 1.1); absent without probes.",
     )
     notes: str | None = None
 
@@ -198,7 +236,7 @@ class StoreAttrs(_Model):
     def to_attrs(self) -> dict:
         """The JSON-serialisable ``{'depthtraj': {...}}`` mapping for the root group."""
         # format 1.1's optional fields are left out when unset, so a 1.0 store's attrs stay its own
-        unset = {name for name in ("execution",) if getattr(self, name) is None}
+        unset = {name for name in ("execution", "probes") if getattr(self, name) is None}
         return {ATTRS_KEY: self.model_dump(mode="json", exclude=unset)}
 
 
@@ -219,6 +257,7 @@ __all__ = [
     "AdapterInfo",
     "ModelInfo",
     "PrecisionArm",
+    "Probes",
     "PromptTemplate",
     "Readout",
     "Seeds",

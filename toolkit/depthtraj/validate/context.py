@@ -117,6 +117,20 @@ class Context:
         return [a["name"] for a in p]
 
     @property
+    def probes(self) -> dict[str, Any] | None:
+        """``attrs.probes`` when present (a dict; its fields are checked by DT-ATTR-003)."""
+        v = self.attrs.get("probes")
+        return v if isinstance(v, dict) else None
+
+    @property
+    def probe_anchors(self) -> list[int] | None:
+        """``attrs.probes.anchors`` when they are a list of integers."""
+        a = (self.probes or {}).get("anchors")
+        if isinstance(a, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in a):
+            return a
+        return None
+
+    @property
     def task_names(self) -> list[str] | None:
         t = self.attrs.get("tasks")
         if not isinstance(t, list) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in t):

@@ -109,7 +109,8 @@ def check_data(ctx: Context, col: Collector) -> None:
     n = ctx.n_questions
     if not n:
         return
-    labels = {d: ctx.labeller(d) for d in (L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION, L.POSITION)}
+    labels = {d: ctx.labeller(d) for d in (L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION, L.POSITION,
+                                           L.ANCHOR, L.CANDIDATE2)}
     step = ctx.question_chunk()
     incomplete: list[str] = []
     n_incomplete = 0
@@ -382,6 +383,62 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
             lambda loc, v=v, var=var, want=want: f"{ch.qid(loc)}: {var} is {_g(v[loc])}{amsg(loc, 2)}; "
             f"expected {want if used[loc[0], loc[2]] else 'NaN'}",
         )
+
+    _check_probes(ch, col, ex, used, amsg)
+
+
+#: DT-DATA-015: PSD and symmetry up to this fraction of the trace (float32 J Jᵀ and moments).
+PSD_RTOL = 1e-4
+
+
+def _check_probes(ch: _Chunk, col: Collector, ex, used, amsg) -> None:
+    """DT-DATA-015: finite where the candidates exist in used arrangements, NaN elsewhere;
+    ``probe_sigma >= 0``; ``probe_jjt``, ``probe_nl_moment`` and ``moment − μ μᵀ`` symmetric PSD."""
+    if ex is None:
+        return
+    ok = ch.ok
+    K = ch.K
+    ex_v = ex[:, None, :, None, None] & used[:, None, None, :, None]  # [q, anchor, candidate, a, p]
+    ex_m = ex_v[:, :, :, None] & ex[:, None, None, :, None, None]  # [q, anchor, c, c2, a, p]
+    if "probe_sigma" in ok:
+        v = ch.read("probe_sigma")
+        u = np.broadcast_to(used[:, None, :, None], v.shape)
+        col.cells("DT-DATA-015", "probe_sigma", np.where(u, ~(np.isfinite(v) & (v >= 0)), ~np.isnan(v)),
+                  ch.path("probe_sigma"),
+                  lambda loc, v=v, u=u: f"{ch.qid(loc)}: probe_sigma is {_g(v[loc])}{amsg(loc, 2)}; "
+                  f"expected {'finite and >= 0' if u[loc] else 'NaN'}")
+    for var, want in (("probe_nl_mean", ex_v), ("probe_jjt", ex_m), ("probe_nl_moment", ex_m)):
+        if var not in ok:
+            continue
+        v = ch.read(var)
+        w = np.broadcast_to(want, v.shape)
+        col.cells("DT-DATA-015", var, np.where(w, ~np.isfinite(v), ~np.isnan(v)), ch.path(var),
+                  lambda loc, v=v, w=w, var=var: f"{ch.qid(loc)}: {var} is {_g(v[loc])} at candidate {loc[2]}"
+                  f" (n_candidates {int(K[loc[0]])}){amsg(loc, v.ndim - 2)}; expected {'finite' if w[loc] else 'NaN'}")
+    mats = {}
+    if "probe_jjt" in ok:
+        mats["probe_jjt"] = ch.read("probe_jjt")
+    if "probe_nl_moment" in ok:
+        mats["probe_nl_moment"] = ch.read("probe_nl_moment")
+        if "probe_nl_mean" in ok:
+            mu = ch.read("probe_nl_mean")
+            mats["probe_nl_moment - mu mu^T"] = mats["probe_nl_moment"] - mu[:, :, :, None] * mu[:, :, None, :]
+    for var, m in mats.items():
+        real = np.broadcast_to(ex_m, m.shape)
+        x = np.moveaxis(np.where(real, m, 0.0).astype(np.float64), (2, 3), (4, 5))  # [q, anchor, a, p, c, c2]
+        bad = ~np.all(np.isfinite(x), axis=(-2, -1))
+        x = np.where(bad[..., None, None], 0.0, x)
+        tr = np.abs(np.trace(x, axis1=-2, axis2=-1))
+        tol = PSD_RTOL * np.maximum(tr, 1e-30)
+        asym = np.abs(x - np.swapaxes(x, -1, -2)).max(axis=(-2, -1)) > tol
+        low = np.linalg.eigvalsh(0.5 * (x + np.swapaxes(x, -1, -2)))[..., 0]
+        fail = ~bad & (asym | (low < -tol))
+        col.cells("DT-DATA-015", var, fail,
+                  lambda loc, var=var: f"{var}[q={ch.start + int(ch.sel[loc[0]])}, anchor={ch.labels[L.ANCHOR](loc[1])}, "
+                  f"arrangement={loc[2]}, precision={ch.labels[L.PRECISION](loc[3])}]",
+                  lambda loc, var=var, asym=asym, low=low, tr=tr: f"{ch.qid(loc)}: {var} over its real candidates is "
+                  + ("not symmetric" if asym[loc] else f"not positive semidefinite (smallest eigenvalue {_g(low[loc])}, "
+                     f"trace {_g(tr[loc])})"))
 
 
 __all__ = ["check_data"]

@@ -154,6 +154,16 @@ _RULES: list[Rule] = [
         "rewrite the array (its zarr.json or the named chunk) from the collection; a store "
         "written by TrajectoryWriter is whole unless a file was damaged",
     ),
+    Rule(
+        "DT-STRUCT-013", "error", "structure", "4",
+        "The §7 probes are all or nothing: a store with `attrs.probes` MUST have the `anchor` and "
+        "`candidate2` coordinates and every probe variable (`probe_sigma`, `probe_jjt`, "
+        "`probe_nl_mean`, `probe_nl_moment`) with their dims; one without MUST have none of them. "
+        "`anchor` MUST equal `attrs.probes.anchors`, with t and t + 1 among the depths for every "
+        "anchor t; `candidate2` MUST equal `candidate`.",
+        "write probes with depthtraj collect --probes (TrajectoryWriter creates the whole group), "
+        "or remove attrs.probes together with every probe array",
+    ),
     # -- data ----------------------------------------------------------------------------------
     Rule(
         "DT-DATA-001", "error", "data", "5",
@@ -233,7 +243,7 @@ _RULES: list[Rule] = [
         "DT-DATA-013", "error", "data", "4.2",
         "Every stored chunk of every array MUST decode to the array's data type and chunk "
         "shape, and every chunk of a data variable (`score`, `logprob_*`, `n_tokens`, "
-        "`logsumexp`, `latent_step_norm`, `exit_gate`, `greedy`) that covers a complete question "
+        "`logsumexp`, `latent_step_norm`, `exit_gate`, `greedy`, `probe_*`) that covers a complete question "
         "MUST be stored (an absent chunk reads as the fill value).",
         "rerun the collection of the named chunk's questions (depthtraj collect --resume after "
         "marking them incomplete), or restore the file from a copy",
@@ -244,6 +254,16 @@ _RULES: list[Rule] = [
         "and -1 past n_candidates and in unused arrangements.",
         "store 1 when every continuation token is the argmax of its position's distribution, "
         "else 0; -1 where there is no candidate",
+    ),
+    Rule(
+        "DT-DATA-015", "error", "data", "5",
+        "The probe variables, when present, MUST be finite where the candidate (both candidates, "
+        "for the K x K matrices) exists in a used arrangement and NaN elsewhere; `probe_sigma` "
+        "MUST be >= 0; over each question's real candidates `probe_jjt`, `probe_nl_moment` and "
+        "the nonlinear covariance `probe_nl_moment - mu mu^T` MUST be symmetric positive "
+        "semidefinite (up to a relative 1e-4 of the trace).",
+        "recollect the named questions with depthtraj collect --probes; J J^T and second moments "
+        "are PSD by construction",
     ),
 ]
 

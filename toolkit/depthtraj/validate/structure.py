@@ -17,7 +17,9 @@ from .. import layout as L
 from .context import TYPES_BY_KIND, Context
 from .report import Collector, format_ids, shown
 
-_INDEX_DIMS = (L.QUESTION, L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION, L.POSITION)
+_INDEX_DIMS = (L.QUESTION, L.DEPTH, L.CANDIDATE, L.ARRANGEMENT, L.PRECISION, L.POSITION, L.ANCHOR, L.CANDIDATE2)
+#: The coordinates and variables of the §7 probes (DT-STRUCT-013: all or none).
+_PROBE_NAMES = (*(n for n, s in L.COORDS.items() if s.need == "probes"), *L.PROBES)
 
 
 def _fmt_dims(dims) -> str:
@@ -81,6 +83,8 @@ def check_structure(ctx: Context, col: Collector) -> None:
         info = arrays.get(name)
         if info is None and name in ctx.broken:
             continue  # present but unreadable: DT-STRUCT-012 says why
+        if info is None and spec.need == "probes":
+            continue  # the probe coordinates: DT-STRUCT-013
         if info is None:
             col.add("DT-STRUCT-001", name, f"coordinate {name!r} {_fmt_dims(spec.dims)} is missing")
         elif info.dims != spec.dims:
@@ -246,6 +250,8 @@ def check_structure(ctx: Context, col: Collector) -> None:
                 f"depth is {depth.tolist()[:20]}; expected strictly increasing integers >= 1",
             )
 
+    _check_probes(ctx, col, depth)
+
     # DT-STRUCT-007: question ids.
     if L.QUESTION in ok:
         ids = ctx.values(L.QUESTION)
@@ -306,6 +312,42 @@ def check_structure(ctx: Context, col: Collector) -> None:
 
     # DT-STRUCT-010: consolidated metadata.
     _check_consolidated(ctx, col)
+
+
+def _check_probes(ctx: Context, col: Collector, depth) -> None:
+    """DT-STRUCT-013: the probe group is whole (or absent) and its coordinates agree with
+    ``attrs.probes``, the depths and ``candidate``. A probe array that breaks the rule is left out
+    of ``ctx.ok``, so no data rule reads it."""
+    present = [n for n in _PROBE_NAMES if n in ctx.arrays or n in ctx.broken]
+    declared = ctx.probes is not None
+    if not declared:
+        for name in present:
+            col.add("DT-STRUCT-013", name, f"{name!r} is a probe array, but attrs.depthtraj has no probes")
+        return
+    missing = [n for n in _PROBE_NAMES if n not in present]
+    for name in missing:
+        col.add("DT-STRUCT-013", name, f"attrs.depthtraj.probes is set, but the probe array {name!r} is missing")
+    bad = bool(missing)
+    anchors = ctx.probe_anchors
+    if L.ANCHOR in ctx.ok:
+        have = [int(v) for v in ctx.values(L.ANCHOR)]
+        if anchors is not None and have != anchors:
+            col.add("DT-STRUCT-013", L.ANCHOR, f"coordinate 'anchor' is {have[:20]}; attrs.depthtraj.probes.anchors is {anchors[:20]}")
+            bad = True
+        if depth is not None:
+            recorded = {int(d) for d in depth}
+            lacking = sorted({t for t in have if t not in recorded} | {t + 1 for t in have if t + 1 not in recorded})
+            if lacking:
+                col.add("DT-STRUCT-013", L.ANCHOR, f"anchors {have[:20]} need the depths t and t + 1; depth lacks {lacking[:20]}")
+                bad = True
+    if L.CANDIDATE2 in ctx.ok and L.CANDIDATE in ctx.ok:
+        c2, c = ctx.values(L.CANDIDATE2), ctx.values(L.CANDIDATE)
+        if not np.array_equal(np.asarray(c2, dtype=np.int64), np.asarray(c, dtype=np.int64)):
+            col.add("DT-STRUCT-013", L.CANDIDATE2, f"coordinate 'candidate2' is {np.asarray(c2).tolist()[:20]}; expected "
+                                                  f"the candidate coordinate {np.asarray(c).tolist()[:20]}")
+            bad = True
+    if bad:
+        ctx.ok -= set(L.PROBES)
 
 
 def _check_consolidated(ctx: Context, col: Collector) -> None:

@@ -1,0 +1,166 @@
+"""Paper §7's collection probes (spec §4.5): ``collect --probes`` on the tiny models of all three
+families writes stores that validate; the probes are stored by candidate identity, are the same
+bytes whatever the chunking and batch size, and every bad request is one line.
+
+The probes' values are checked against a float64 autograd / finite-difference reference by the
+kit's ``probes`` check (``tests/test_adapter_kit.py`` runs it for every family).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+from typer.testing import CliRunner
+
+from depthtraj import layout as L
+from depthtraj.collect import CollectError, Source, collect, parse_probes
+from depthtraj.demo import sample_sources
+from depthtraj.validate import validate_store
+
+pytestmark = pytest.mark.models
+torch = pytest.importorskip("torch")
+
+T = 6
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from depthtraj.adapter import load_adapter_class
+
+    built = {}
+
+    def get(family: str):
+        if family not in built:
+            built[family] = load_adapter_class(family).tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / family)
+        return built[family]
+
+    return get
+
+
+def _sources(n: int = 2):
+    return [Source(s.task, s.path, limit=n, split=s.split) for s in sample_sources()]
+
+
+def _collect(family, checkpoint, out, **kw):
+    args = dict(adapter=family, model=checkpoint(family), sources=_sources(), out=out, depths=T,
+                probes="default", probe_draws=8, chunk_size=2, batch_size=4)
+    args.update(kw)
+    return collect(**args)
+
+
+def _probe_arrays(path) -> dict[str, np.ndarray]:
+    g = zarr.open_group(str(path), mode="r")
+    return {name: np.asarray(g[name][...]) for name in L.PROBES}
+
+
+@pytest.mark.parametrize("family", ["huginn", "recurrent-llama", "ouro"])
+def test_collect_probes_writes_a_store_that_validates(family, checkpoint, tmp_path):
+    """Label readouts, two arms, balanced arrangements: the probe group is whole, anchors are the
+    defaults clipped to T − 1, values are finite exactly on real candidates, and the store passes
+    every rule (DT-STRUCT-013, DT-DATA-015 included)."""
+    out = tmp_path / "probes.zarr"
+    _collect(family, checkpoint, out, precision=("bf16", "fp32"), arrangements=4)
+    report = validate_store(str(out), level="data")
+    assert report.errors == 0, [f.message for f in report.findings]
+    g = zarr.open_group(str(out), mode="r")
+    probes = g.attrs["depthtraj"]["probes"]
+    assert probes == {"anchors": [4, 5], "score": "score", "draws": 8, "sigma": "observed-step"}
+    assert np.asarray(g["anchor"][...]).tolist() == [4, 5]
+    K = np.asarray(g["n_candidates"][...])
+    jjt = np.asarray(g["probe_jjt"][...])  # [q, anchor, c, c2, a, p]
+    real = np.arange(jjt.shape[2])[None, :] < K[:, None]
+    used = np.asarray(g["arrangement_order"][...])[:, :, 0] >= 0
+    want = real[:, None, :, None, None, None] & real[:, None, None, :, None, None] & used[:, None, None, None, :, None]
+    assert np.array_equal(np.isfinite(jjt), np.broadcast_to(want, jjt.shape))
+    sigma = np.asarray(g["probe_sigma"][...])
+    assert np.all(sigma[np.broadcast_to(used[:, None, :, None], sigma.shape)] > 0)
+    # σ·√hidden is the observed step at the label position: latent_step_norm at depth t + 1
+    step = np.asarray(g["latent_step_norm"][...])[:, [4, 5]]  # depths 5, 6 = anchors 4, 5 stepped
+    ratio = step / sigma
+    assert np.allclose(ratio[np.isfinite(ratio)], np.nanmedian(ratio), rtol=1e-4)
+
+
+def test_text_probes_are_of_the_sum_and_validate(checkpoint, tmp_path):
+    """Answer-text readouts (F3, balanced arrangements): the probes are of ``logprob_sum``."""
+    out = tmp_path / "text.zarr"
+    _collect("huginn", checkpoint, out, readout="text", options=True, arrangements=4, probes="2")
+    assert validate_store(str(out), level="data").errors == 0
+    g = zarr.open_group(str(out), mode="r")
+    assert g.attrs["depthtraj"]["probes"]["score"] == "logprob_sum"
+    assert np.asarray(g["anchor"][...]).tolist() == [2]
+
+
+def test_label_probes_are_stored_by_candidate_identity(checkpoint, tmp_path):
+    """Under arrangement a the label at position p scores candidate order[p]: the stored
+    matrices are the readout's (display-order) probes permuted to identity order."""
+    from depthtraj.adapter import load_adapter_class
+    from depthtraj.collect import arrangement_orders, load_questions, question_set, tokenize_items
+    from depthtraj.models.v1 import STANDARD_ARMS
+
+    out = tmp_path / "ident.zarr"
+    _collect("huginn", checkpoint, out, precision=("fp32",), arrangements=4, probes="3")
+    stored = _probe_arrays(out)
+    adapter = load_adapter_class("huginn").load(checkpoint("huginn"), arms=[STANDARD_ARMS["fp32"]], self_check=None)
+    questions = load_questions(_sources())
+    orders = arrangement_orders([len(q.choices) for q in questions], 4)
+    items = tokenize_items(adapter.tokenizer, questions, orders, readout="label", options=False)
+    qs = question_set(questions, 0, orders)
+    it = next(i for i in items if i.a == 2)  # a non-identity arrangement
+    r = adapter.label_readout([it.prompt], [it.targets], [qs.seed[it.q]], T, STANDARD_ARMS["fp32"],
+                              probe_anchors=[3], probe_draws=8).probes
+    k, order = len(it.order), np.asarray(it.order)
+    ident = np.empty((k, k))
+    ident[np.ix_(order, order)] = r.jjt[0, 0, :k, :k]
+    assert np.array_equal(stored["probe_jjt"][it.q, 0, :k, :k, it.a, 0], ident.astype(np.float32))
+    mean = np.empty(k)
+    mean[order] = r.nl_mean[0, 0, :k]
+    assert np.array_equal(stored["probe_nl_mean"][it.q, 0, :k, it.a, 0], mean.astype(np.float32))
+
+
+def test_probes_do_not_depend_on_chunking_or_batch_size(checkpoint, tmp_path):
+    """Invariant batching: the same bytes for chunks of 1 and batches of 1 as for chunks of 4
+    and batches of 8, in a bf16 and the fp32 arm."""
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    _collect("recurrent-llama", checkpoint, a, precision=("bf16", "fp32"), chunk_size=1, batch_size=1)
+    _collect("recurrent-llama", checkpoint, b, precision=("bf16", "fp32"), chunk_size=4, batch_size=8)
+    pa, pb = _probe_arrays(a), _probe_arrays(b)
+    for name in L.PROBES:
+        assert pa[name].tobytes() == pb[name].tobytes(), name
+
+
+def test_resume_keeps_the_probes(checkpoint, tmp_path):
+    out = tmp_path / "r.zarr"
+    _collect("huginn", checkpoint, out, sources=_sources(1))
+    with pytest.raises(CollectError, match="probes differs"):
+        _collect("huginn", checkpoint, out, sources=_sources(1), resume=True, probes=None)
+
+
+@pytest.mark.parametrize("probes, T_, message", [
+    ("0", 6, "positive depths"),
+    ("4,x", 6, "'default' or depths"),
+    ("default", 1, "--depths >= 2"),
+])
+def test_bad_probe_requests_are_refused(probes, T_, message):
+    with pytest.raises(CollectError, match=message):
+        parse_probes(probes, T_)
+
+
+def test_parse_probes_clips_and_deduplicates():
+    assert parse_probes("default", 32) == [4, 8, 16, 24, 31]
+    assert parse_probes("default", 10) == [4, 8, 9]
+    assert parse_probes("31,4,40", 32) == [4, 31]
+    assert parse_probes(None, 32) == []
+
+
+def test_cli_refuses_bad_probes_in_one_line(tmp_path, checkpoint):
+    from depthtraj.cli import app
+
+    src = sample_sources()[0]
+    res = CliRunner().invoke(app, [
+        "collect", "--adapter", "huginn", "--model", str(checkpoint("huginn")), "--task", src.task,
+        "--data", str(src.path), "--out", str(tmp_path / "x.zarr"), "--depths", "4", "--probes", "4,x",
+    ])
+    assert res.exit_code == 2
+    assert "--probes" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "x.zarr").exists()
