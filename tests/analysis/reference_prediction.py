@@ -220,3 +220,218 @@ def ltt(loss_sums, n, alpha, delta):
         else:
             break
     return best
+
+
+# =============================================================================================
+# moment and allocation prediction (pd:app:tab:moment-prediction, pd:app:tab:allocation), from
+# the paper's definitions and spec/exits.md §9, one question, arrangement and anchor at a time
+# =============================================================================================
+_U64 = 2**64
+
+
+def _splitmix(x: int) -> int:
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 % _U64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB % _U64
+    return x ^ (x >> 31)
+
+
+def reference_folds(ids, folds, seed):
+    """Balanced folds: questions ordered by splitmix64(key ^ mix(seed)) (ties by key), dealt
+    round-robin."""
+    from depthtraj.analysis.core.bootstrap import question_keys
+
+    keys = [int(k) for k in question_keys(np.asarray(ids, dtype=object))]
+    mix = (int(seed) * 0x9E3779B97F4A7C15 + 0x7F4A7C15) % _U64
+    order = sorted(range(len(keys)), key=lambda i: (_splitmix(keys[i] ^ mix), keys[i]))
+    out = [0] * len(keys)
+    for rank, i in enumerate(order):
+        out[i] = rank % folds
+    return out
+
+
+def _ridge_ref(z, r, v, wz, penalty=1.0):
+    """argmin Σ v (a + b ẑ − r)² + penalty b², ẑ standardised with weights wz; by least squares
+    on augmented rows (another algorithm than the product's normal equations)."""
+    z, r, v, wz = (np.asarray(x, dtype=float) for x in (z, r, v, wz))
+    mean = sum(wi * zi for wi, zi in zip(wz, z)) / sum(wz)
+    sd = math.sqrt(sum(wi * (zi - mean) ** 2 for wi, zi in zip(wz, z)) / sum(wz))
+    sd = sd if sd > 0 else 1.0
+    zs = (z - mean) / sd
+    X = np.vstack([np.sqrt(v)[:, None] * np.column_stack([np.ones_like(zs), zs]), [[0.0, math.sqrt(penalty)]]])
+    t = np.concatenate([np.sqrt(v) * r, [0.0]])
+    a, b = np.linalg.lstsq(X, t, rcond=None)[0]
+    return a, b, mean, sd
+
+
+def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weighted", by="task"):
+    """``{(cell, arm): {"questions": [ids], "moment": {method: [loss per question]},
+    "allocation": {...}, "moment_diffs": {name: (mean, lo, hi)}, "allocation_diffs": {...}}}``
+    from the store Dataset ``ds`` (in memory), written straight from the definitions."""
+    from depthtraj.analysis.core.bootstrap import poisson_weights, question_keys
+
+    probes = ds.attrs["depthtraj"]["probes"]
+    S = np.asarray(ds[probes["score"]].transpose("question", "depth", "candidate", "arrangement", "precision").values,
+                   dtype=float)
+    depth = [int(t) for t in ds["depth"].values]
+    anchors = [int(t) for t in ds["anchor"].values]
+    mu_all = np.asarray(ds["probe_nl_mean"].transpose("question", "anchor", "candidate", "arrangement",
+                                                      "precision").values, dtype=float)
+    dims6 = ("question", "anchor", "candidate", "candidate2", "arrangement", "precision")
+    jjt_all = np.asarray(ds["probe_jjt"].transpose(*dims6).values, dtype=float)
+    mom_all = np.asarray(ds["probe_nl_moment"].transpose(*dims6).values, dtype=float)
+    Ks = [int(k) for k in ds["n_candidates"].values]
+    order = np.asarray(ds["arrangement_order"].values)
+    ids = [str(q) for q in ds["question"].values]
+    cells_of = [str(c) for c in ds[by].values]
+    arms = [str(p) for p in ds["precision"].values]
+    J = len(anchors)
+
+    def row(i, a, p, j):
+        K = Ks[i]
+        t0, t1 = depth.index(anchors[j]), depth.index(anchors[j] + 1)
+        y = np.array([S[i, t1, k, a, p] - S[i, t0, k, a, p] for k in range(K)])
+        mu = np.array([mu_all[i, j, k, a, p] for k in range(K)])
+        jjt = np.array([[jjt_all[i, j, k, l, a, p] for l in range(K)] for k in range(K)])
+        mom = np.array([[mom_all[i, j, k, l, a, p] for l in range(K)] for k in range(K)])
+        return y, mu, jjt, mom
+
+    def methods(y, mu, jjt, mom):  # (μ, C) of N1, linear N2, nonlinear N2
+        K = len(y)
+        return [(np.zeros(K), np.eye(K)), (np.zeros(K), jjt), (mu, mom - np.outer(mu, mu))]
+
+    out = {}
+    for cell in dict.fromkeys(cells_of):
+        members = [i for i in range(len(ids)) if cells_of[i] == cell]
+        fold_list = reference_folds([ids[i] for i in members], folds, seed)
+        fold_of = dict(zip(members, fold_list))
+        for p, arm in enumerate(arms):
+            rows = {}  # question -> its valid arrangements
+            for i in members:
+                A_q = sum(1 for a in range(order.shape[1]) if order[i, a, 0] >= 0)
+                ok = []
+                for a in range(A_q):
+                    if Ks[i] > 0 and all(np.isfinite(np.concatenate([x.ravel() for x in row(i, a, p, j)])).all()
+                                         for j in range(J)):
+                        ok.append(a)
+                if ok:
+                    rows[i] = ok
+            qs = list(rows)
+            mloss = {m: {} for m in ("n1", "linear", "nonlinear")}
+            aloss = {m: {} for m in ("constant", "nonlinear", "ridge")}
+            for f in range(folds):
+                train = [i for i in qs if fold_of[i] != f]
+                held = [i for i in qs if fold_of[i] == f]
+                if not held:
+                    continue
+
+                def tmean(fn, j):  # training mean over questions of the mean over their rows
+                    return sum(sum(fn(i, a, j) for a in rows[i]) / len(rows[i]) for i in train) / len(train)
+
+                Z = [tmean(lambda i, a, j: float(row(i, a, p, j)[0] @ row(i, a, p, j)[0]) ** 2, j) for j in range(J)]
+                for m, name in enumerate(("n1", "linear", "nonlinear")):
+                    def energy(i, a, j, m=m):
+                        y = row(i, a, p, j)[0]
+                        mu_, _ = methods(*row(i, a, p, j))[m]
+                        return float((y - mu_) @ (y - mu_))
+
+                    def trace(i, a, j, m=m):
+                        return float(np.trace(methods(*row(i, a, p, j))[m][1]))
+
+                    alpha = [tmean(energy, j) / tmean(trace, j) for j in range(J)]
+                    for i in held:
+                        tot, cnt = 0.0, 0
+                        for a in rows[i]:
+                            for j in range(J):
+                                y = row(i, a, p, j)[0]
+                                mu_, C = methods(*row(i, a, p, j))[m]
+                                pred = np.outer(mu_, mu_) + alpha[j] * C
+                                tot += float(((pred - np.outer(y, y)) ** 2).sum()) / Z[j]
+                                cnt += 1
+                        mloss[name][ids[i]] = tot / cnt
+                # allocation: ȳ_j per candidate from the training questions (arrangement means)
+                kmax = max(Ks)
+                ybar = np.full((J, kmax), np.nan)
+                for j in range(J):
+                    for k in range(kmax):
+                        vals = [sum(row(i, a, p, j)[0][k] for a in rows[i]) / len(rows[i]) for i in train if Ks[i] > k]
+                        if vals:
+                            ybar[j, k] = sum(vals) / len(vals)
+
+                def AB(i, a, j):
+                    y = row(i, a, p, j)[0]
+                    e = y - ybar[j, :len(y)]
+                    u = np.ones(len(y)) / math.sqrt(len(y))
+                    A = float(u @ e) ** 2
+                    return A, max(float(e @ e) - A, 0.0)
+
+                E0 = tmean(lambda i, a, j: sum(AB(i, a, j)), 0) if J == 1 else \
+                    sum(sum(sum(sum(AB(i, a, j)) for j in range(J)) / J for a in rows[i]) / len(rows[i])
+                        for i in train) / len(train)
+
+                def share(C):
+                    K = C.shape[0]
+                    u = np.ones(K) / math.sqrt(K)
+                    return min(max(float(u @ C @ u) / float(np.trace(C)), 0.0), 1.0)
+
+                # training rows of the ridge: (question, arrangement, anchor)
+                feats, A_, B_, w_ = [], [], [], []
+                for i in train:
+                    for a in rows[i]:
+                        for j in range(J):
+                            A, B = AB(i, a, j)
+                            feats.append(share(row(i, a, p, j)[2]))
+                            A_.append(A)
+                            B_.append(B)
+                            w_.append(1.0 / len(rows[i]))
+                A_, B_, w_, feats = map(np.array, (A_, B_, w_, feats))
+                if loss == "weighted":
+                    const = float((w_ * A_).sum() / (w_ * (A_ + B_)).sum())
+                    on = (A_ + B_) > 0
+                    v = w_[on] * (A_[on] + B_[on]) / E0
+                    ra, rb, mean, sd = _ridge_ref(feats[on], A_[on] / (A_[on] + B_[on]), v, v)
+
+                    def lossf(pv, A, B):
+                        return 0.0 if A + B == 0 else (A + B) / E0 * (pv - A / (A + B)) ** 2
+                else:
+                    jw = w_ / J
+                    const = min(max(0.5 + float((jw * (A_ - B_)).sum() / jw.sum()) / (2 * E0), 0.0), 1.0)
+                    ra, rb, mean, sd = _ridge_ref(feats, 0.5 + (A_ - B_) / (2 * E0), 2 * w_, w_)
+
+                    def lossf(pv, A, B):
+                        return (pv - A / E0) ** 2 + (1 - pv - B / E0) ** 2
+                for i in held:
+                    tots = {"constant": 0.0, "nonlinear": 0.0, "ridge": 0.0}
+                    cnt = 0
+                    for a in rows[i]:
+                        for j in range(J):
+                            y, mu, jjt, mom = row(i, a, p, j)
+                            A, B = AB(i, a, j)
+                            preds = {"constant": const, "nonlinear": share(mom - np.outer(mu, mu)),
+                                     "ridge": min(max(ra + rb * (share(jjt) - mean) / sd, 0.0), 1.0)}
+                            for k_, pv in preds.items():
+                                tots[k_] += lossf(pv, A, B)
+                            cnt += 1
+                    for k_ in tots:
+                        aloss[k_][ids[i]] = tots[k_] / cnt
+            qids = [ids[i] for i in qs]
+            keys = question_keys(np.array(qids, dtype=object))
+            W = poisson_weights(keys, draws, seed).astype(float) if draws else None
+
+            def summary(d):
+                d = np.array(d)
+                lo = hi = float("nan")
+                if W is not None:
+                    boot = np.array([(W[b] * d).sum() / W[b].sum() for b in range(draws)])
+                    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+                return float(np.mean(d)), float(lo), float(hi)
+
+            ml = {m: [mloss[m][q] for q in qids] for m in mloss}
+            al = {m: [aloss[m][q] for q in qids] for m in aloss}
+            out[(cell, arm)] = {
+                "questions": qids, "moment": ml, "allocation": al,
+                "moment_diffs": {f"{a}-{b}": summary(np.subtract(ml[a], ml[b]))
+                                 for a, b in (("linear", "n1"), ("nonlinear", "n1"), ("nonlinear", "linear"))},
+                "allocation_diffs": {f"{a}-constant": summary(np.subtract(al[a], al["constant"]))
+                                     for a in ("nonlinear", "ridge")},
+            }
+    return out

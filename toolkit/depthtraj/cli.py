@@ -167,6 +167,15 @@ AnalyzeSectionsOpt = Annotated[
                                           "that cost several times §3–6: add 7 to get it); the pass skips what "
                                           "they do not need."),
 ]
+AllocationLossOpt = Annotated[
+    str,
+    typer.Option(metavar="weighted|two-block", help="§7 allocation table: the paper's weighted loss "
+                                                    "(pd:app:eq:allocation-loss) or the earlier two-block loss ℓ₂."),
+]
+ReadoutFoldsOpt = Annotated[
+    int,
+    typer.Option(metavar="F", help="§7 moment and allocation tables: question folds (training on F−1)."),
+]
 AllowDefectsOpt = Annotated[
     bool,
     typer.Option("--allow-defects", help="Analyse a store whose data break a rule (DT-DATA-001/002/003, ...) "
@@ -192,6 +201,8 @@ def analyze(
     permutations: PermutationsOpt = None,
     scale_check: ScaleCheckOpt = None,
     sections: AnalyzeSectionsOpt = None,
+    allocation_loss: AllocationLossOpt = "weighted",
+    readout_folds: ReadoutFoldsOpt = 4,
     allow_defects: AllowDefectsOpt = False,
     format: Annotated[str, typer.Option("--format", "-f", metavar="table|csv|json",
                                         help="Output on stdout: rich tables, CSV, or the JSON document.")] = "table",
@@ -210,7 +221,7 @@ def analyze(
             stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
-            sections=sections, allow_defects=allow_defects,
+            sections=sections, allow_defects=allow_defects, allocation_loss=allocation_loss, readout_folds=readout_folds,
         )
     )
 
@@ -236,6 +247,8 @@ def report(
     permutations: PermutationsOpt = None,
     scale_check: ScaleCheckOpt = None,
     sections: SectionsOpt = None,
+    allocation_loss: AllocationLossOpt = "weighted",
+    readout_folds: ReadoutFoldsOpt = 4,
     allow_defects: AllowDefectsOpt = False,
 ) -> None:
     """The paper, regenerated: every table and figure the stores support, in the paper's order, with
@@ -250,7 +263,7 @@ def report(
             stores, out=out, overwrite=overwrite, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap,
             seed=seed, level=level, normalization=normalization or "auto", select=select, by=by, scheduler_spec=scheduler,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
-            sections=sections, allow_defects=allow_defects,
+            sections=sections, allow_defects=allow_defects, allocation_loss=allocation_loss, readout_folds=readout_folds,
         )
     )
 

@@ -130,16 +130,21 @@ def _scale_alphas(spec) -> list[float] | None:
 
 def _reads(path, sections) -> tuple[str, ...]:
     """Arrays besides ``score`` whose values the requested sections read: the answer-text
-    components (normalisations, §6 token composition; with ``score``, for DT-DATA-009) and
+    components (normalisations, §6 token composition; with ``score``, for DT-DATA-009),
     ``logsumexp`` (§6 vocabulary; its finiteness, as the mass bound needs a second read of
-    ``score`` for label stores)."""
+    ``score`` for label stores), and for §7 the probe variables (DT-DATA-015) when the
+    store declares them."""
+    from .. import layout as L
     from ..store import read_attrs
 
     try:
-        kind = str(read_attrs(path)["readout"]["kind"])
+        attrs = read_attrs(path)
+        kind = str(attrs["readout"]["kind"])
     except Exception:  # noqa: BLE001 - admit reports malformed attrs
         return ()
     out = ("score", "logprob_sum", "logprob_first") if kind == "text" else ()
+    if 7 in sections and isinstance(attrs, dict) and attrs.get("probes"):
+        out += L.PROBES
     return out + (("logsumexp",) if 6 in sections else ())
 
 
@@ -213,6 +218,8 @@ def compute_analysis(
     scale_check: str | Sequence[float] | None = None,
     sections: str | Sequence[int] | None = None,
     allow_defects: bool = False,
+    allocation_loss: str = "weighted",
+    readout_folds: int = 4,
 ) -> Computed:
     """The analysis behind ``analyze`` and ``report``: admit, open and compute; the stderr notes
     (exclusions, skipped tables, allowed defects) are printed here.
@@ -241,6 +248,10 @@ def compute_analysis(
         raise UsageError(f"--bootstrap must be ≥ 0, got {bootstrap}")
     if permutations is not None and permutations < 0:
         raise UsageError(f"--permutations must be ≥ 0, got {permutations}")
+    if allocation_loss not in ("weighted", "two-block"):
+        raise UsageError(f"--allocation-loss must be weighted or two-block, got {allocation_loss!r}")
+    if readout_folds < 2:
+        raise UsageError(f"--readout-folds must be ≥ 2, got {readout_folds}")
     if not 0.0 < level < 1.0:
         raise UsageError(f"--level must lie in (0, 1), got {level}")
     if by not in BY:
@@ -300,7 +311,8 @@ def compute_analysis(
                         ds, parsed, store=path, draws=bootstrap, seed=seed, level=level, by=by,
                         selection=selections, sections=wanted, allow_defects=allow_defects,
                         defects=found[path], progress=_progress(), attenuation=(early, late, step),
-                        permutations=permutations, scale_check=alphas)
+                        permutations=permutations, scale_check=alphas, allocation_loss=allocation_loss,
+                        readout_folds=readout_folds)
                 except (StoreError, ValueError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - a chunk that does not decode: name it

@@ -1,12 +1,19 @@
 """§7's share of the engine: the prefix-prediction table (``pd:app:prefix-prediction``), the
-stopping-rule tables of ``depthtraj exits`` and their figure.
+stopping-rule tables of ``depthtraj exits`` and their figure, and the moment and allocation
+tables (``pd:app:tab:moment-prediction``, ``pd:app:tab:allocation``) of stores that carry the §7
+collection probes.
 
 The study is nested (thresholds chosen on training folds, outcomes read on the held-out fold),
 which the engine's one Poisson pass cannot hold: the held-out outcome of a question depends on
 thresholds known only after every training question has been summed. So §7 registers **no pass
 part**; its tables run their own two lazy, chunk-bounded passes over the analysis ``score``
 (:func:`~.exits.evaluate_exits`), once per store and endpoint (``TableContext.cached``), with
-the analysis's bootstrap draws, seed and level, and the ``--by`` cells.
+the analysis's bootstrap draws, seed and level, and the ``--by`` cells. The moment and
+allocation tables read the probe variables in one further lazy pass (:mod:`.readout`), once per
+store (under the stored or ``sum`` normalisation of a text store: the probes are of the
+unnormalised ``logprob_sum``); ``analyze_store(..., allocation_loss="two-block")`` (``analyze`` /
+``report --allocation-loss two-block``) switches the allocation table to the two-block loss ℓ₂,
+``readout_folds=F`` (``--readout-folds``) the number of question folds (default 4).
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from ..engine import FigureSpec, TableSpec, on_request, register
 from . import figures as F7
 from . import tables as T7
 from .exits import evaluate_exits
+from .readout import DEFAULT_FOLDS, NEEDS_PROBES, evaluate_readout, has_probes, readout_inputs
 
-__all__ = ["evaluation_of"]
+__all__ = ["evaluation_of", "readout_of"]
 
 
 def evaluation_of(ctx):
@@ -43,6 +51,41 @@ def _build(table):
     return run
 
 
+def readout_of(ctx):
+    """The store's :class:`~.readout.ReadoutPrediction` (4 question folds, the analysis's seed,
+    bootstrap draws and level, the ``--by`` cells, the weighted allocation loss unless
+    ``ctx.options['allocation_loss']`` says ``"two-block"``), or a one-line reason."""
+    def make():
+        ds = ctx.ds
+        if not has_probes(ds):
+            return NEEDS_PROBES
+        norm = ds.attrs.get("normalization")
+        if ctx.info["kind"] == "text" and norm not in (None, "sum"):
+            return (f"computed once per store, under the sum normalisation (the §7 probes are of the unnormalised "
+                    f"logprob_sum), not under {norm}")
+        inp = readout_inputs(ds, by=ctx.coord)
+        if isinstance(inp, str):
+            return inp
+        return evaluate_readout(inp, folds=int(ctx.options.get("readout_folds") or DEFAULT_FOLDS), seed=ctx.seed,
+                                draws=ctx.res.draws, level=ctx.level,
+                                allocation_loss=ctx.options.get("allocation_loss") or "weighted")
+
+    return ctx.cached("prediction.readout", make)
+
+
+def _build_readout(table):
+    def run(ctx):
+        pred = readout_of(ctx)
+        if isinstance(pred, str):
+            return pred
+        t = table(pred, **ctx.kw4)
+        notes = [r["note"] for r in t.rows if r.get("note")]
+        if t.rows and len(notes) == len(t.rows):
+            return f"no cell could be fitted: {notes[0]}"
+        return t
+    return run
+
+
 on_request(7)  # two nested passes, several times §3–6: `analyze --sections 7`; `report` asks for it
 register(
     TableSpec("prefix_prediction", 7, _build(T7.prefix_table), label="pd:app:prefix-prediction",
@@ -58,6 +101,17 @@ register(
     TableSpec("exit_curves", 7, _build(T7.exit_curves_table),
               caption="Each stopping rule's work saved, disagreement and accuracy over its threshold grid, on all "
                       "questions, with whole-question intervals at every tenth threshold."),
+    TableSpec("moment_prediction", 7, _build_readout(T7.moment_table), label="pd:app:tab:moment-prediction",
+              caption="Paired raw-second-moment loss differences after training-energy matching: N1 (independent "
+                      "logit innovations), linear N2 (J Jᵀ) and nonlinear N2 (Rademacher hidden innovations through "
+                      "the readout) predicting the observed score increments at the probe anchors, held out over "
+                      "four question folds; negative values favour the first-named method; intervals conditional "
+                      "on the fitted models."),
+    TableSpec("allocation_prediction", 7, _build_readout(T7.allocation_table), label="pd:app:tab:allocation",
+              caption="Energy-allocation loss relative to the training constant under the weighted loss "
+                      "(pd:app:eq:allocation-loss): the nonlinear geometry's common share and a weighted ridge on "
+                      "the standardised linear-N2 share, held out over four question folds; negative differences "
+                      "favour the candidate; intervals conditional on the fitted models."),
 )
 
 register(

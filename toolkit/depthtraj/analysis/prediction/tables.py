@@ -10,7 +10,12 @@
   serving threshold calibrated on every question, and paired differences from the quotient
   ranking (pp);
 * :func:`exit_curves_table` — every rule's curve over its threshold grid on all questions
-  (CSV/JSON only): work, disagreement, accuracy, with intervals at every tenth threshold.
+  (CSV/JSON only): work, disagreement, accuracy, with intervals at every tenth threshold;
+* :func:`moment_table` — ``pd:app:tab:moment-prediction``: held-out raw-second-moment losses of
+  N1, linear N2 and nonlinear N2 after training-energy matching, and their paired differences;
+* :func:`allocation_table` — ``pd:app:tab:allocation``: held-out allocation losses of the
+  training constant, the nonlinear geometry and the weighted ridge, and the paired differences
+  from the constant (from a :class:`~.readout.ReadoutPrediction`).
 
 All percentages are of questions (arrangements averaged within a question first).
 """
@@ -23,7 +28,8 @@ from ..core.grid import format_depths
 from ..core.tables import Column, Table, key_columns
 from .exits import CURVE_RULES, METHODS, OUTPUT_RULES
 
-__all__ = ["RULE_TITLES", "exit_curves_table", "exit_rules_table", "prefix_table", "skipped_rules"]
+__all__ = ["RULE_TITLES", "allocation_table", "exit_curves_table", "exit_rules_table", "moment_table", "prefix_table",
+           "skipped_rules"]
 
 #: How the tables name the rules.
 RULE_TITLES = {"raw": "raw ranking", "mean": "mean-centred ranking", "quotient": "quotient ranking",
@@ -206,3 +212,130 @@ def exit_curves_table(ev, *, store: str, model: str, readout: str = "F1", by: st
                     rows.append(row)
     return Table("exit_curves", f"Work saved against disagreement and accuracy per threshold, T={ev.setup.T}",
                  cols, rows, rich=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# moment and allocation prediction (pd:app:tab:moment-prediction, pd:app:tab:allocation)
+# ----------------------------------------------------------------------------------------------
+_MOMENT_TITLES = {"n1": "N1", "linear": "Linear N2", "nonlinear": "Nonlinear N2"}
+_ALLOCATION_TITLES = {"constant": "Constant", "nonlinear": "Nonlinear geometry", "ridge": "Weighted ridge"}
+
+
+def _readout_keys(by: str) -> list[Column]:
+    from ..core.tables import with_cell
+
+    return with_cell([
+        Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
+        Column("readout", "Readout", kind="str", show=False), Column("task", "Task", kind="str"),
+        Column("score", "Score", kind="str"), Column("precision", "Precision", kind="str"),
+        Column("N", "N", kind="int"),
+    ], by)
+
+
+def _number(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _put(row: dict, key: str, est: tuple, draws: bool) -> None:
+    row[key] = _number(est[0])
+    row[f"{key}_lo"] = _number(est[1]) if draws else None
+    row[f"{key}_hi"] = _number(est[2]) if draws else None
+
+
+def _readout_rows(pred, results: dict, methods, diffs, prefix: str, fits, *, store, model, readout, by):
+    rows = []
+    draws = pred.draws > 0
+    for (ci, p), res in results.items():
+        row = {"store": store, "model": model, "readout": readout, by: pred.cells[ci], "score": pred.label,
+               "precision": pred.precision[p], "N": int(res.n)}
+        if res.note:
+            row["note"] = res.note
+        else:
+            for m in methods:
+                _put(row, f"loss_{m}", res.means[m], draws)
+            for a, b in diffs:
+                _put(row, f"{prefix}_{a}_{b}", res.diffs[f"{a}-{b}"], draws)
+            row.update(fits(res))
+        rows.append(row)
+    return rows
+
+
+def _setup_text(pred) -> str:
+    return (f"anchors {format_depths(pred.anchors)}, probed score {pred.score} ({pred.label}), {pred.folds} "
+            f"question folds (seed {pred.seed}), held-out per-question losses")
+
+
+def moment_table(pred, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
+    """``pd:app:tab:moment-prediction`` from a :class:`~.readout.ReadoutPrediction`: one row per
+    cell × arm with the held-out mean per-question raw-second-moment loss of N1, linear N2 and
+    nonlinear N2 after training-energy matching (dimensionless: ``‖M̂ − yyᵀ‖_F² / Z_j``) and
+    the paired differences Linear N2 − N1, Nonlinear N2 − N1, Nonlinear − Linear N2 (negative
+    favours the first-named), each with its whole-question interval (fits held fixed), and the
+    energy-matching factors α averaged over folds and anchors (CSV/JSON)."""
+    cols = _readout_keys(by)
+    for m in ("n1", "linear", "nonlinear"):
+        cols.append(Column(f"loss_{m}", f"{_MOMENT_TITLES[m]} loss", "", True, group="value", digits=4,
+                           description="held-out mean over questions of the matched raw-second-moment loss"))
+    for a, b in (("linear", "n1"), ("nonlinear", "n1"), ("nonlinear", "linear")):
+        head = f"{_MOMENT_TITLES[a]} − {_MOMENT_TITLES[b]}" if (a, b) != ("nonlinear", "linear") else \
+            "Nonlinear − linear N2"
+        cols.append(Column(f"d_{a}_{b}", head, "", True, group="diff", digits=4,
+                           description="mean over questions of the paired held-out loss difference"))
+    for m in ("n1", "linear", "nonlinear"):
+        cols.append(Column(f"alpha_{m}", f"α {_MOMENT_TITLES[m]}", kind="sci", group="value", show=False, digits=4,
+                           description="energy-matching factor, mean over folds and anchors"))
+
+    def fits(res):
+        a = np.nanmean(res.fits["alpha"], axis=(0, 2))
+        return {f"alpha_{m}": _number(a[i]) for i, m in enumerate(("n1", "linear", "nonlinear"))}
+
+    rows = _readout_rows(pred, pred.moment, ("n1", "linear", "nonlinear"),
+                         (("linear", "n1"), ("nonlinear", "n1"), ("nonlinear", "linear")), "d", fits,
+                         store=store, model=model, readout=readout, by=by)
+    if any("note" in r for r in rows):
+        cols.append(Column("note", "Not computed", kind="str", group="value"))
+    title = f"Moment prediction with matched energy (pd:app:tab:moment-prediction): {_setup_text(pred)}"
+    return Table("moment_prediction", title, cols, rows,
+                 groups={"value": "held-out losses after training-energy matching",
+                         "diff": "paired differences (negative favours the first-named)"})
+
+
+def allocation_table(pred, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
+    """``pd:app:tab:allocation`` from a :class:`~.readout.ReadoutPrediction`: one row per cell ×
+    arm with the held-out mean per-question allocation loss (the weighted loss
+    ``pd:app:eq:allocation-loss``, or the two-block ℓ₂ with ``allocation_loss="two-block"``;
+    dimensionless) of the training constant, the nonlinear geometry (common share of the
+    nonlinear covariance) and the weighted ridge on the standardised linear-N2 share, the paired
+    differences Nonlinear geometry − constant and Weighted ridge − constant (negative favours the
+    candidate) with whole-question intervals, and the fitted constant and ridge (CSV/JSON)."""
+    cols = _readout_keys(by)
+    for m in ("constant", "nonlinear", "ridge"):
+        cols.append(Column(f"loss_{m}", f"{_ALLOCATION_TITLES[m]} loss", "", True, group="value", digits=5,
+                           description="held-out mean over questions of the allocation loss"))
+    for m in ("nonlinear", "ridge"):
+        cols.append(Column(f"d_{m}_constant", f"{_ALLOCATION_TITLES[m]} − constant", "", True, group="diff", digits=5,
+                           description="mean over questions of the paired held-out loss difference"))
+    cols += [Column("constant", "p constant", group="value", show=False, digits=4,
+                    description="the training constant, mean over folds"),
+             Column("ridge_intercept", "ridge a", group="value", show=False, digits=4,
+                    description="ridge intercept, mean over folds"),
+             Column("ridge_slope", "ridge b", group="value", show=False, digits=4,
+                    description="ridge slope per standard deviation of the linear-N2 share, mean over folds"),
+             Column("loss", "Loss", kind="str", group="value", show=False)]
+
+    def fits(res):
+        f = res.fits
+        return {"constant": _number(np.nanmean(f["constant"])),
+                "ridge_intercept": _number(np.nanmean(f["ridge"][:, 0])),
+                "ridge_slope": _number(np.nanmean(f["ridge"][:, 1])), "loss": pred.loss}
+
+    rows = _readout_rows(pred, pred.allocation, ("constant", "nonlinear", "ridge"),
+                         (("nonlinear", "constant"), ("ridge", "constant")), "d", fits,
+                         store=store, model=model, readout=readout, by=by)
+    if any("note" in r for r in rows):
+        cols.append(Column("note", "Not computed", kind="str", group="value"))
+    loss = "weighted loss (pd:app:eq:allocation-loss)" if pred.loss == "weighted" else "two-block loss ℓ₂"
+    title = f"Allocation prediction after matching energy (pd:app:tab:allocation), {loss}: {_setup_text(pred)}"
+    return Table("allocation_prediction", title, cols, rows,
+                 groups={"value": "held-out allocation losses", "diff": "paired differences from the training constant"})

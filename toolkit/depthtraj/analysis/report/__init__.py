@@ -93,13 +93,10 @@ TEXT_ITEMS = {
 #: ``analysis.json`` and ``analyze --out``): every threshold of every stopping rule.
 FIGURE_ONLY = frozenset({"exit_curves"})
 
-#: Why an item of the paper is not in the report although no store is missing.
-NOT_COMPUTED = {
-    "pd:app:tab:moment-prediction": "not computed by this version of depthtraj (paper §7, prediction from the "
-                                    "readout geometry; it needs the collection probes of §7)",
-    "pd:app:tab:allocation": "not computed by this version of depthtraj (paper §7; it needs the collection "
-                             "probes of §7)",
-}
+#: Why an item of the paper is not in the report although no store is missing (none at present:
+#: §7's moment and allocation tables are computed from stores that carry the collection probes,
+#: and skipped with that reason for the others).
+NOT_COMPUTED: dict[str, str] = {}
 
 
 @dataclass
