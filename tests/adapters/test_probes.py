@@ -164,3 +164,26 @@ def test_cli_refuses_bad_probes_in_one_line(tmp_path, checkpoint):
     assert res.exit_code == 2
     assert "--probes" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_a_probed_collection_feeds_the_section_7_tables_and_exits(checkpoint, tmp_path):
+    """End to end on a real (tiny) model: collect --probes → analyze --sections 7 computes both
+    tables (every task and arm fitted) → depthtraj exits runs on the same store."""
+    import json
+
+    from depthtraj.cli import app
+
+    out = tmp_path / "e2e.zarr"
+    _collect("ouro", checkpoint, out, sources=_sources(10), precision=("bf16", "fp32"), chunk_size=8)
+    res = CliRunner().invoke(app, ["analyze", str(out), "--sections", "7", "--bootstrap", "50", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    tables = json.loads(res.stdout)["analyses"][0]["tables"]
+    for name in ("moment_prediction", "allocation_prediction"):
+        rows = tables[name]["rows"]
+        assert {(r["task"], r["precision"]) for r in rows} == {(t, p) for t in ("arc_challenge", "mmlu")
+                                                               for p in ("bf16", "fp32")}
+        assert all(r["N"] == 10 for r in rows)
+    assert all(np.isfinite(r["d_nonlinear_linear"]) for r in tables["moment_prediction"]["rows"])
+    res = CliRunner().invoke(app, ["exits", str(out), "--out", str(tmp_path / "exits"), "--bootstrap", "20"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "exits" / "exits.json").is_file()

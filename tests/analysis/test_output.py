@@ -117,6 +117,15 @@ def test_info_summarises_a_store(tmp_path):
     assert sum(v["total"] for v in doc["tasks"].values()) == 32 and doc["size_bytes"] > 0
     res = CliRunner().invoke(app, ["info", str(tmp_path / "missing.zarr")])
     assert res.exit_code == 2 and "no such file or directory" in res.output and "Traceback" not in res.output
+    assert "probes        none" in out and doc["probes"] is None
+
+
+def test_info_names_the_optional_variables_and_the_probes(tmp_path):
+    store = synthetic_store(tmp_path / "p.zarr", n=8, endpoint=6, chunk_size=8, probes=[2, 5])
+    res = CliRunner().invoke(app, ["info", store])
+    assert res.exit_code == 0, res.output
+    assert "optional      logsumexp, latent_step_norm, probe_sigma, probe_jjt, probe_nl_mean, probe_nl_moment" in res.output
+    assert "probes        §7 probes of score at anchors 2,5, 512 draws" in res.output
 
 
 def test_help_has_real_metavars():

@@ -10,8 +10,12 @@ from typing import Any
 
 __all__ = ["store_info", "info_lines"]
 
-#: Arrays the format defines as optional data variables (spec §3).
-_OPTIONAL = ("logsumexp", "latent_step_norm", "logprob_sum", "logprob_first", "n_tokens", "exit_probability")
+def _optional() -> tuple[str, ...]:
+    """The data variables a store may or may not have (spec §4): the text components, the
+    optional depth statistics and the §7 probes."""
+    from . import layout as L
+
+    return tuple(n for n, s in L.VARIABLES.items() if s.need != "always")
 
 
 def _size(path: str, storage_options=None) -> int | None:
@@ -85,10 +89,18 @@ def store_info(path: str, *, storage_options=None) -> dict[str, Any]:
         "depths": depths, "endpoint": meta.get("endpoint", depths[-1] if depths else None),
         "precision": arms, "arrangements": int(shape.get("arrangement", 1)),
         "max_candidates": int(shape.get("candidate", 0)),
-        "optional": [v for v in _OPTIONAL if v in arrays],
+        "optional": [v for v in _optional() if v in arrays],
+        "probes": meta.get("probes"),
         "size_bytes": _size(str(path), storage_options),
         "created": meta.get("created"), "device": meta.get("device"),
     }
+
+
+def _probes_text(p) -> str:
+    if not isinstance(p, dict):
+        return "none"
+    anchors = ",".join(str(a) for a in p.get("anchors") or [])
+    return f"§7 probes of {p.get('score')} at anchors {anchors}, {p.get('draws')} draws"
 
 
 def _depth_text(depths: list[int]) -> str:
@@ -118,6 +130,7 @@ def info_lines(info: dict[str, Any]) -> list[str]:
         ("arrangements", str(info["arrangements"])),
         ("candidates", f"up to {info['max_candidates']}"),
         ("optional", ", ".join(info["optional"]) or "none"),
+        ("probes", _probes_text(info.get("probes"))),
         ("size", _human(info["size_bytes"])),
         ("created", f"{info['created']} on {info['device']}"),
     ]
