@@ -247,3 +247,21 @@ def test_help_lists_exits_and_stays_lazy():
             "assert '--target' in r.output and '--delta' in r.output; "
             "assert 'xarray' not in sys.modules and 'dask' not in sys.modules, 'heavy import'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_analyze_section_7_checks_the_exit_gate_it_reads(gated_store, tmp_path):
+    """The Ouro rule of ``analyze --sections 7`` reads ``exit_gate``: a NaN gate of a complete
+    question refuses the store (DT-DATA-011), as ``depthtraj exits`` does; §3–6 do not read it."""
+    import shutil
+
+    import zarr
+
+    bad = tmp_path / "bad.zarr"
+    shutil.copytree(gated_store, bad)
+    g = zarr.open_group(str(bad), mode="r+")
+    gate = g["exit_gate"]
+    gate[3, 2, 0, 0] = np.nan
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--sections", "7", "--bootstrap", "0"])
+    assert r.exit_code == 2 and "DT-DATA-011" in r.output and "exit_gate" in r.output, r.output
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--sections", "3", "--bootstrap", "0", "-f", "json"])
+    assert r.exit_code == 0, r.output

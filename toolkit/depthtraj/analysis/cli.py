@@ -132,8 +132,8 @@ def _reads(path, sections) -> tuple[str, ...]:
     """Arrays besides ``score`` whose values the requested sections read: the answer-text
     components (normalisations, §6 token composition; with ``score``, for DT-DATA-009),
     ``logsumexp`` (§6 vocabulary; its finiteness, as the mass bound needs a second read of
-    ``score`` for label stores), and for §7 the probe variables (DT-DATA-015) when the
-    store declares them."""
+    ``score`` for label stores), and for §7 the exit gate (DT-DATA-011: the Ouro stopping rule
+    reads it) and the probe variables (DT-DATA-015) when the store has them."""
     from .. import layout as L
     from ..store import read_attrs
 
@@ -143,8 +143,11 @@ def _reads(path, sections) -> tuple[str, ...]:
     except Exception:  # noqa: BLE001 - admit reports malformed attrs
         return ()
     out = ("score", "logprob_sum", "logprob_first") if kind == "text" else ()
-    if 7 in sections and isinstance(attrs, dict) and attrs.get("probes"):
-        out += L.PROBES
+    if 7 in sections:
+        from .prediction.command import _has_gate
+
+        out += ("exit_gate",) if _has_gate(path) else ()
+        out += L.PROBES if attrs.get("probes") else ()
     return out + (("logsumexp",) if 6 in sections else ())
 
 
