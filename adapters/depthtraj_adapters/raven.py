@@ -78,10 +78,19 @@ def _masked_block(block: Any, x: torch.Tensor, freqs: torch.Tensor, mask: torch.
 
     attn = block.attn
     batch, seq, width = x.shape
+    q, k, v = _qkv(block, x, freqs)
+    y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    x = block.norm_2(x + attn.proj(y.transpose(1, 2).reshape(batch, seq, width)))
+    return block.norm_4(x + block.mlp(block.norm_3(x)))
+
+
+def _qkv(block: Any, x: torch.Tensor, freqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rotated queries, keys and values of one sandwich block's attention on ``x`` ``[batch, seq,
+    n_embd]``: each ``[batch, heads, seq, head_dim]`` (keys and values repeated to all heads)."""
+    attn = block.attn
+    batch, seq, _ = x.shape
     heads, kv_heads, head_dim = attn.n_head, attn.n_kv_heads, attn.head_dim
-    q, k, v = attn.Wqkv(block.norm_1(x)).split(
-        [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1
-    )
+    q, k, v = attn.Wqkv(block.norm_1(x)).split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
     q = q.view(batch, seq, heads, head_dim)
     k = k.view(batch, seq, kv_heads, head_dim)
     v = v.view(batch, seq, kv_heads, head_dim)
@@ -91,11 +100,17 @@ def _masked_block(block: Any, x: torch.Tensor, freqs: torch.Tensor, mask: torch.
     if kv_heads != heads:
         k = k.repeat_interleave(heads // kv_heads, dim=2)
         v = v.repeat_interleave(heads // kv_heads, dim=2)
-    y = torch.nn.functional.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask
-    )
-    x = block.norm_2(x + attn.proj(y.transpose(1, 2).reshape(batch, seq, width)))
-    return block.norm_4(x + block.mlp(block.norm_3(x)))
+    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+
+class _RowsCache(NamedTuple):
+    """The coda's keys and values at every position of one item, for :meth:`HuginnAdapter.read_logits_rows`."""
+
+    positions: torch.Tensor  # [P] the positions whose states change
+    freqs: torch.Tensor  # [1, P, 1, head_dim // 2, 2] their rotary angles
+    allowed: torch.Tensor  # [1, 1, P, seq] bool: the mask rows of those positions
+    kv: list  # per coda block: (keys, values) [1, heads, seq, head_dim] of the unchanged sequence
+    dtype: torch.dtype
 
 
 class HuginnAdapter(LoopedLMAdapter):
@@ -222,6 +237,54 @@ class HuginnAdapter(LoopedLMAdapter):
                 x = _masked_block(block, x, context.freqs, context.mask)
         rows = torch.arange(x.shape[0], device=x.device)
         x = x[rows[:, None], positions] if positions.dim() == 2 else x[rows, positions]
+        return model.lm_head(transformer.ln_f(x))
+
+    def readout_rows_cache(self, h: torch.Tensor, context: RavenContext, positions: torch.Tensor) -> _RowsCache:
+        """The coda's keys and values at every position of the (one-item) state ``h`` ``[1, seq,
+        n_embd]``, so :meth:`read_logits_rows` recomputes only the rows at ``positions`` (the §7
+        probes perturb the readout positions only). The causal path runs the masked blocks with a
+        causal mask and the positions' own rotary angles (the same arithmetic, checked against
+        the model's own forward by the kit)."""
+        import torch
+
+        model = self.module(h.dtype)
+        transformer = model.transformer
+        seq = int(h.shape[1])
+        if context.mask is None:
+            freqs = model.freqs_cis[0, torch.arange(seq, device=h.device)][None]
+            mask = torch.ones((seq, seq), dtype=torch.bool, device=h.device).tril()[None, None]
+        else:
+            freqs, mask = context.freqs, context.mask
+        kv = []
+        x = transformer.ln_f(h)
+        for block in transformer.coda:
+            _, k, v = _qkv(block, x, freqs)
+            kv.append((k, v))
+            x = _masked_block(block, x, freqs, mask)
+        return _RowsCache(positions, freqs[:, positions], mask[:, :, positions], kv, h.dtype)
+
+    def read_logits_rows(self, rows: torch.Tensor, cache: _RowsCache) -> torch.Tensor:
+        """The readout path (``ln_f``, coda, ``ln_f``, ``lm_head``) at the cached positions when
+        their states are ``rows`` ``[n, P, n_embd]``: each coda block recomputes those rows only,
+        attending to the cached keys and values of the other positions and to the rows' own
+        (one softmax over all keys). Returns ``[n, P, vocab]`` logits in ``rows.dtype``."""
+        import torch
+
+        model = self.module(rows.dtype)
+        transformer = model.transformer
+        n, p, width = rows.shape
+        pos = cache.positions
+        freqs = cache.freqs.expand(n, *cache.freqs.shape[1:])
+        x = transformer.ln_f(rows)
+        for block, (keys, values) in zip(transformer.coda, cache.kv, strict=True):
+            q, k, v = _qkv(block, x, freqs)  # [n, heads, P, head_dim]
+            scale = q.shape[-1] ** -0.5
+            scores = (q @ keys.transpose(-1, -2)) * scale  # [n, heads, P, seq] against the cached keys
+            scores = scores.index_copy(-1, pos, (q @ k.transpose(-1, -2)) * scale)  # the rows' own keys
+            weights = torch.softmax(scores.masked_fill(~cache.allowed, float("-inf")), dim=-1)
+            y = weights @ values + weights[..., pos] @ (v - values[:, :, pos])  # swap in the rows' own values
+            x = block.norm_2(x + block.attn.proj(y.transpose(1, 2).reshape(n, p, width)))
+            x = block.norm_4(x + block.mlp(block.norm_3(x)))
         return model.lm_head(transformer.ln_f(x))
 
     def own_forward_logits(

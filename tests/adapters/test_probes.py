@@ -187,3 +187,29 @@ def test_a_probed_collection_feeds_the_section_7_tables_and_exits(checkpoint, tm
     res = CliRunner().invoke(app, ["exits", str(out), "--out", str(tmp_path / "exits"), "--bootstrap", "20"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "exits" / "exits.json").is_file()
+
+
+def test_the_raven_rows_fast_path_equals_the_whole_sequence_readout(checkpoint):
+    """Huginn's probes recompute only the perturbed rows of the coda against cached keys and
+    values (``readout_rows_cache``/``read_logits_rows``); in fp32 they equal the generic engine's
+    probes (whole perturbed sequences through ``read_logits``) to float rounding, label and text."""
+    from depthtraj.models.v1 import STANDARD_ARMS
+    from depthtraj.testing import AdapterKit
+    from depthtraj_adapters.raven import HuginnAdapter
+
+    class WholeSequence(HuginnAdapter):
+        def readout_rows_cache(self, h, context, positions):
+            return None
+
+    fp32, got = STANDARD_ARMS["fp32"], {}
+    for cls in (HuginnAdapter, WholeSequence):
+        kit = AdapterKit(cls, checkpoint("huginn"))
+        a, toks = kit.adapter, kit.tokens[:2]
+        prompts, conts, seeds = [p for p, _ in toks], [c for _, c in toks], [5, 6]
+        got[cls] = (a.label_readout(prompts, kit._label_targets()[:2], seeds, T, fp32, probe_anchors=[2, 5], probe_draws=16).probes,
+                    a.text_readout(prompts, conts, seeds, T, fp32, probe_anchors=[2, 5], probe_draws=16).probes)
+    for fast, whole in zip(got[HuginnAdapter], got[WholeSequence], strict=True):
+        for name in fast._fields:
+            u, v = getattr(fast, name), getattr(whole, name)
+            assert np.array_equal(np.isnan(u), np.isnan(v)), name
+            assert np.nanmax(np.abs(u - v)) <= 1e-4 * np.nanmax(np.abs(v)), name

@@ -779,6 +779,31 @@ class LoopedLMAdapter(abc.ABC):
         """
         return _take_items(context, index, batch)
 
+    def readout_rows_cache(self, h: torch.Tensor, context: Any, positions: torch.Tensor) -> Any | None:
+        """Optional fast path of the §7 probes: what :meth:`read_logits_rows` needs to evaluate
+        the readout path of one item when only the states at ``positions`` change.
+
+        Args:
+            h: ``[1, seq, hidden]`` the item's state in the head dtype.
+            context: the item's context (:meth:`take_context`).
+            positions: ``[P]`` int64 distinct positions whose states the probes perturb.
+
+        Returns:
+            A family-specific cache (e.g. every readout layer's keys and values at all positions),
+            or ``None`` (the default): the probes then run :meth:`read_logits` on whole perturbed
+            copies of the sequence. A family with attention in its readout path (a coda) saves
+            ``seq / P`` of the probes' readout work by implementing both hooks.
+        """
+        return None
+
+    def read_logits_rows(self, rows: torch.Tensor, cache: Any) -> torch.Tensor:
+        """The readout path when the states at the cached ``positions`` are replaced by ``rows``
+        (``[n, P, hidden]``, head dtype) and every other state is the cached one: ``[n, P,
+        vocab]`` logits at those positions, equal to :meth:`read_logits` of the whole modified
+        sequence (up to rounding). Only called when :meth:`readout_rows_cache` returns a cache;
+        differentiable with respect to ``rows``."""
+        raise NotImplementedError(f"{type(self).__name__} has a readout_rows_cache but no read_logits_rows")
+
     # ------------------------------------------------------------------ shared engine
     #: Draws per batched head evaluation of the nonlinear probe (memory ~ draws × seq × hidden).
     probe_draw_batch: ClassVar[int] = 512
@@ -845,13 +870,29 @@ class LoopedLMAdapter(abc.ABC):
                 step = (h_next[i, pos].float() - h[i, pos].float()).double()
                 sigma = float(torch.linalg.vector_norm(step)) / float(np.sqrt(n_pos * hidden))
                 item = torch.tensor([i], device=dev)
-                base = h[i : i + 1].float()
+                base = h[i : i + 1].float().to(head_dtype)  # [1, seq, hidden]
+                base_rows = base[0, pos]  # [P, hidden]
+                ctx = self.take_context(context, item, batch)
+                cache = self.readout_rows_cache(base, ctx, pos)
+                where_read = (read_at[i].reshape(-1, 1) == pos[None, :]).to(torch.int64).argmax(1)  # [R] -> P
+
+                def scores_of(rows: torch.Tensor) -> torch.Tensor:  # [n, P, hidden] -> [n, k]
+                    n = int(rows.shape[0])
+                    items = item.repeat(n)
+                    if cache is not None:
+                        logits = self.read_logits_rows(rows, cache)[:, where_read]  # [n, R, vocab]
+                        logits = logits[:, 0] if read_at.dim() == 1 else logits
+                    else:
+                        hb = base.expand(n, -1, -1).index_put(
+                            (torch.arange(n, device=dev)[:, None].expand(n, n_pos), pos[None].expand(n, n_pos)), rows)
+                        logits = self.read_logits(hb, self.take_context(context, items, batch),
+                                                  read_at[i : i + 1].expand(n, *read_at.shape[1:]))
+                    return score(logits.float(), items)[:, :k]
+
                 # linear N2: K vector-Jacobian products through the readout at h_t
                 with torch.enable_grad():
                     delta = torch.zeros((n_pos, hidden), dtype=head_dtype, device=dev, requires_grad=True)
-                    h_in = base.to(head_dtype).index_put((torch.zeros_like(pos), pos), delta, accumulate=True)
-                    logits = self.read_logits(h_in, self.take_context(context, item, batch), read_at[i : i + 1])
-                    s = score(logits.float(), item)[0, :k]
+                    s = scores_of((base_rows + delta)[None])[0]
                     J = torch.stack([
                         torch.autograd.grad(s[c], delta, retain_graph=c < k - 1)[0].reshape(-1)
                         for c in range(k)
@@ -864,14 +905,9 @@ class LoopedLMAdapter(abc.ABC):
                 second = torch.zeros((k, k), dtype=torch.float64)
                 for c0 in range(0, draws, self.probe_draw_batch):
                     rc = r[c0 : c0 + self.probe_draw_batch].to(dev)
-                    d = int(rc.shape[0])
-                    hb = base.expand(d + 1, -1, -1).clone()  # row 0: the unperturbed state
-                    rows = torch.arange(1, d + 1, device=dev)[:, None].expand(d, n_pos)
-                    hb.index_put_((rows, pos[None].expand(d, n_pos)), (rc.float() * 2 - 1) * sigma, accumulate=True)
-                    items = item.repeat(d + 1)
-                    logits = self.read_logits(hb.to(head_dtype), self.take_context(context, items, batch),
-                                              read_at[i : i + 1].expand(d + 1, *read_at.shape[1:]))
-                    sc = score(logits.float(), items)[:, :k].double().cpu()
+                    rows = base_rows.float()[None] + (rc.float() * 2 - 1) * sigma  # [d, P, hidden]
+                    rows = torch.cat([base_rows[None], rows.to(head_dtype)])  # row 0: the unperturbed state
+                    sc = scores_of(rows).double().cpu()
                     change = sc[1:] - sc[0]
                     first += change.sum(0)
                     second += change.T @ change
