@@ -213,3 +213,23 @@ def test_the_raven_rows_fast_path_equals_the_whole_sequence_readout(checkpoint):
             u, v = getattr(fast, name), getattr(whole, name)
             assert np.array_equal(np.isnan(u), np.isnan(v)), name
             assert np.nanmax(np.abs(u - v)) <= 1e-4 * np.nanmax(np.abs(v)), name
+
+
+def test_the_draws_are_chunked_under_the_logit_budget(checkpoint):
+    """A small ``probe_logit_budget`` evaluates the nonlinear draws in several chunks (bounded
+    memory for long continuations); the moments are the same up to float rounding."""
+    from depthtraj.models.v1 import STANDARD_ARMS
+    from depthtraj.testing import AdapterKit
+    from depthtraj_adapters.ouro import OuroAdapter
+
+    class Chunked(OuroAdapter):
+        probe_logit_budget = 3 * 50_000  # a few draws per chunk at this vocabulary
+
+    fp32, got = STANDARD_ARMS["fp32"], {}
+    for cls in (OuroAdapter, Chunked):
+        kit = AdapterKit(cls, checkpoint("ouro"))
+        prompts, conts = [p for p, _ in kit.tokens[:2]], [c for _, c in kit.tokens[:2]]
+        got[cls] = kit.adapter.text_readout(prompts, conts, [1, 2], T, fp32, probe_anchors=[3], probe_draws=24).probes
+    for name in ("nl_mean", "nl_moment"):
+        u, v = getattr(got[Chunked], name), getattr(got[OuroAdapter], name)
+        assert np.nanmax(np.abs(u - v)) <= 1e-5 * np.nanmax(np.abs(v)), name

@@ -805,8 +805,13 @@ class LoopedLMAdapter(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} has a readout_rows_cache but no read_logits_rows")
 
     # ------------------------------------------------------------------ shared engine
-    #: Draws per batched head evaluation of the nonlinear probe (memory ~ draws × seq × hidden).
+    #: Most draws per batched head evaluation of the nonlinear probe (memory ~ draws × seq × hidden).
     probe_draw_batch: ClassVar[int] = 512
+    #: Most logits (draws × readout positions × vocabulary) one batched head evaluation of the
+    #: nonlinear probe may hold: text items with many continuation tokens evaluate their draws in
+    #: chunks below it (2**27 float32 logits: 512 MiB). Set by the item alone, so the probes stay
+    #: independent of the batch.
+    probe_logit_budget: ClassVar[int] = 2**27
 
     def _prober(
         self,
@@ -876,6 +881,8 @@ class LoopedLMAdapter(abc.ABC):
                 cache = self.readout_rows_cache(base, ctx, pos)
                 where_read = (read_at[i].reshape(-1, 1) == pos[None, :]).to(torch.int64).argmax(1)  # [R] -> P
 
+                vocab = [0]
+
                 def scores_of(rows: torch.Tensor) -> torch.Tensor:  # [n, P, hidden] -> [n, k]
                     n = int(rows.shape[0])
                     items = item.repeat(n)
@@ -887,6 +894,7 @@ class LoopedLMAdapter(abc.ABC):
                             (torch.arange(n, device=dev)[:, None].expand(n, n_pos), pos[None].expand(n, n_pos)), rows)
                         logits = self.read_logits(hb, self.take_context(context, items, batch),
                                                   read_at[i : i + 1].expand(n, *read_at.shape[1:]))
+                    vocab[0] = int(logits.shape[-1])
                     return score(logits.float(), items)[:, :k]
 
                 # linear N2: K vector-Jacobian products through the readout at h_t
@@ -903,8 +911,10 @@ class LoopedLMAdapter(abc.ABC):
                 r = torch.randint(0, 2, (draws, n_pos, hidden), generator=gen, dtype=torch.int8)
                 first = torch.zeros(k, dtype=torch.float64)
                 second = torch.zeros((k, k), dtype=torch.float64)
-                for c0 in range(0, draws, self.probe_draw_batch):
-                    rc = r[c0 : c0 + self.probe_draw_batch].to(dev)
+                n_read = int(where_read.numel())
+                chunk = max(1, min(self.probe_draw_batch, self.probe_logit_budget // max(1, n_read * vocab[0]) - 1))
+                for c0 in range(0, draws, chunk):
+                    rc = r[c0 : c0 + chunk].to(dev)
                     rows = base_rows.float()[None] + (rc.float() * 2 - 1) * sigma  # [d, P, hidden]
                     rows = torch.cat([base_rows[None], rows.to(head_dtype)])  # row 0: the unperturbed state
                     sc = scores_of(rows).double().cpu()
