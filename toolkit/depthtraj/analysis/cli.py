@@ -144,9 +144,9 @@ def _reads(path, sections) -> tuple[str, ...]:
         return ()
     out = ("score", "logprob_sum", "logprob_first") if kind == "text" else ()
     if 7 in sections:
-        from .prediction.command import _has_gate
+        from .prediction.command import has_exit_gate
 
-        out += ("exit_gate",) if _has_gate(path) else ()
+        out += ("exit_gate",) if has_exit_gate(path) else ()
         out += L.PROBES if attrs.get("probes") else ()
     return out + (("logsumexp",) if 6 in sections else ())
 

@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["EXITS_SCHEMA", "FORMATS", "exits_document", "policy_files", "run_exits"]
+__all__ = ["EXITS_SCHEMA", "FORMATS", "exits_document", "has_exit_gate", "policy_files", "run_exits"]
 
 #: The version of ``exits.json`` (bump when a key changes meaning).
 EXITS_SCHEMA = "depthtraj.exits/1"
@@ -108,7 +108,7 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
         opened = []
         for path in stores:
             ds, adm = open_admitted(path, allow_defects=allow_defects,
-                                    reads=("exit_gate",) if _has_gate(path) else ())
+                                    reads=("exit_gate",) if has_exit_gate(path) else ())
             opened.append((str(path), ds, adm))
         with dask.config.set(scheduler="threads"):
             for path, ds, adm in opened:
@@ -159,7 +159,7 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
     return 0
 
 
-def _has_gate(path) -> bool:
+def has_exit_gate(path) -> bool:
     """Whether the store declares ``exit_gate`` (its data rules are then checked on admission)."""
     try:
         from ...store import open_store
