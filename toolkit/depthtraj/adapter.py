@@ -483,6 +483,25 @@ def _model_identity(model: Any, path: str | Path) -> tuple[str, str]:
     return name_or_path, revision
 
 
+def _packed_text_scores(
+    logits: torch.Tensor, target: torch.Tensor, first: torch.Tensor, owner: torch.Tensor, k_max: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The answer-text log-likelihoods (`pd:eq:f2`) of packed items from the logits at their
+    readout plan (:class:`_Packed`): ``logits`` ``[n, R, vocab]`` float32, ``target``, ``owner``
+    ``[n, R]``, ``first`` ``[n, k_max]``.
+
+    Returns ``(lse [n, R], first-token log-probabilities [n, k_max], sums [n, k_max])``, nats;
+    differentiable (the readout and the §7 probes share it)."""
+    import torch
+
+    lse = torch.logsumexp(logits, dim=-1)
+    lp = logits.gather(2, target[:, :, None])[..., 0] - lse
+    head = logits[:, 0].gather(1, first) - lse[:, :1]
+    rest = torch.zeros((logits.shape[0], k_max + 1), dtype=lp.dtype, device=lp.device)
+    rest = rest.scatter_add(1, owner[:, 1:], lp[:, 1:])
+    return lse, head, head + rest[:, :k_max]
+
+
 def probe_seed(seed: int, anchor: int) -> int:
     """The seed of the §7 nonlinear probe's Rademacher draws of a question at ``anchor``: the first
     64-bit word of ``numpy.random.SeedSequence([seed mod 2**64, anchor])``."""
@@ -1211,13 +1230,9 @@ class LoopedLMAdapter(abc.ABC):
             first = torch.as_tensor(packed.first_token, device=dev)  # [batch, k_max]
 
             def consume(t: int, logits: torch.Tensor) -> None:  # [batch, R, vocab]
-                lse = torch.logsumexp(logits, dim=-1)  # [batch, R]
-                lp = logits.gather(2, target[:, :, None])[..., 0] - lse
-                head = logits[:, 0].gather(1, first) - lse[:, :1]  # [batch, k_max]
-                rest = torch.zeros((batch, k_max + 1), dtype=torch.float32, device=dev)
-                rest.scatter_add_(1, owner[:, 1:], lp[:, 1:])
+                lse, head, sums = _packed_text_scores(logits, target, first, owner, k_max)
                 first_lp[:, t] = head
-                sum_lp[:, t] = head + rest[:, :k_max]
+                sum_lp[:, t] = sums
                 logsumexp[:, t] = lse[:, 0]
                 # lm-eval's is_greedy: every continuation token is its position's argmax
                 top = logits.argmax(dim=-1)  # [batch, R], first maximum
@@ -1228,12 +1243,7 @@ class LoopedLMAdapter(abc.ABC):
             on_step, probes = None, None
             if probe_anchors:
                 def text_scores(logits: torch.Tensor, items: torch.Tensor) -> torch.Tensor:  # [n, R, vocab] -> [n, k_max]
-                    lse = torch.logsumexp(logits, dim=-1)
-                    lp = logits.gather(2, target[items][:, :, None])[..., 0] - lse
-                    head = logits[:, 0].gather(1, first[items]) - lse[:, :1]
-                    rest = torch.zeros((len(items), k_max + 1), dtype=lp.dtype, device=dev)
-                    rest = rest.scatter_add(1, owner[items][:, 1:], lp[:, 1:])
-                    return head + rest[:, :k_max]
+                    return _packed_text_scores(logits, target[items], first[items], owner[items], k_max)[2]
 
                 valid = owner < k_max
                 valid[:, 0] = True

@@ -162,9 +162,9 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
 def has_exit_gate(path) -> bool:
     """Whether the store declares ``exit_gate`` (its data rules are then checked on admission)."""
     try:
-        from ...store import open_store
+        from ...store import open_root
 
-        return "exit_gate" in open_store(path, question_index=False).variables
+        return "exit_gate" in open_root(path)
     except Exception:  # noqa: BLE001 - admission reports an unreadable store
         return False
 
