@@ -21,21 +21,9 @@ import zarr
 from depthtraj.analysis.core import data
 from depthtraj.analysis.cli import run_analyze
 
+from .stores import rechunk
+
 ARGS = dict(grids=["quarter", "native"], bootstrap=200, seed=3, fmt="json", permutations=50)
-
-
-def _rechunk(src: str, dst: str, chunk: int) -> str:
-    """The same store with another question chunking (values, coordinates and attrs equal)."""
-    ds = xr.open_zarr(src, consolidated=True, zarr_format=3).load()
-    enc = {n: {"chunks": (chunk,) + v.shape[1:]} for n, v in ds.variables.items()
-           if v.dims and v.dims[0] == "question"}
-    for v in ds.variables.values():
-        v.encoding.pop("chunks", None)
-        v.encoding.pop("preferred_chunks", None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds.to_zarr(dst, zarr_format=3, consolidated=True, encoding=enc, mode="w")
-    return dst
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +39,7 @@ def stores(tmp_path_factory):
     lab = zarr.open_array(f"{a}/label", mode="r+")
     lab[::5] = -1  # some unknown labels
     zarr.consolidate_metadata(a)
-    b = _rechunk(a, str(root / "b.zarr"), 24)
+    b = rechunk(a, str(root / "b.zarr"), 24)
     assert zarr.open_array(f"{b}/score").chunks[0] == 24
     return a, b
 

@@ -24,6 +24,7 @@ from depthtraj.cli import app
 from depthtraj.testing import synthetic_store
 
 from .reference_prediction import readout_reference
+from .stores import rechunk
 
 PROBES = [2, 4, 7]
 
@@ -39,20 +40,6 @@ def _load(path) -> xr.Dataset:
     ds = xr.open_zarr(path, consolidated=True, zarr_format=3).load()
     ds.attrs = dict(ds.attrs)
     return ds
-
-
-def _rechunk(src: str, dst: str, chunk: int) -> str:
-    """The same store with another question chunking (values, coordinates and attrs equal)."""
-    ds = xr.open_zarr(src, consolidated=True, zarr_format=3).load()
-    enc = {n: {"chunks": (chunk,) + v.shape[1:]} for n, v in ds.variables.items()
-           if v.dims and v.dims[0] == "question"}
-    for v in ds.variables.values():
-        v.encoding.pop("chunks", None)
-        v.encoding.pop("preferred_chunks", None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds.to_zarr(dst, zarr_format=3, consolidated=True, encoding=enc, mode="w")
-    return dst
 
 
 def _perturb(ds: xr.Dataset, rng) -> xr.Dataset:
@@ -184,7 +171,7 @@ def test_too_few_questions_and_no_probes_say_why(tmp_path):
 # --------------------------------------------------------------------------- chunk independence
 def test_the_same_bytes_under_any_chunking(tmp_path, monkeypatch):
     a = _store(tmp_path / "a.zarr", 40, readout="text", arrangements=4, chunk_size=7)
-    b = _rechunk(a, str(tmp_path / "b.zarr"), 64)
+    b = rechunk(a, str(tmp_path / "b.zarr"), 64)
 
     def doc(path):
         ds = xr.open_zarr(path, consolidated=True, zarr_format=3)
