@@ -236,12 +236,12 @@ def _splitmix(x: int) -> int:
 
 
 def reference_folds(ids, folds, seed):
-    """Balanced folds: questions ordered by splitmix64(key ^ mix(seed)) (ties by key), dealt
-    round-robin."""
+    """Balanced folds (spec/exits.md §9): questions ordered by splitmix64(key ^ mix(seed)) (ties
+    by key), dealt round-robin; mix(seed) = splitmix64(seed ^ 0xD1B54A32D192ED03) (§5)."""
     from depthtraj.analysis.core.bootstrap import question_keys
 
     keys = [int(k) for k in question_keys(np.asarray(ids, dtype=object))]
-    mix = (int(seed) * 0x9E3779B97F4A7C15 + 0x7F4A7C15) % _U64
+    mix = _splitmix((int(seed) % _U64) ^ 0xD1B54A32D192ED03)
     order = sorted(range(len(keys)), key=lambda i: (_splitmix(keys[i] ^ mix), keys[i]))
     out = [0] * len(keys)
     for rank, i in enumerate(order):
@@ -263,10 +263,14 @@ def _ridge_ref(z, r, v, wz, penalty=1.0):
     return a, b, mean, sd
 
 
-def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weighted", by="task"):
+def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weighted", by="task", matching="pooled"):
     """``{(cell, arm): {"questions": [ids], "moment": {method: [loss per question]},
-    "allocation": {...}, "moment_diffs": {name: (mean, lo, hi)}, "allocation_diffs": {...}}}``
-    from the store Dataset ``ds`` (in memory), written straight from the definitions."""
+    "allocation": {...}, "allocation_questions": [ids], "excluded": [ids], "moment_diffs":
+    {name: (mean, lo, hi)}, "allocation_diffs": {...}}}`` from the store Dataset ``ds`` (in
+    memory), written straight from the definitions (spec/exits.md §9): linear N2 = σ² J Jᵀ; α and
+    Z one per method over the training rows and anchors (``matching="pooled"``) or per anchor; a
+    held-out question with a candidate that no training question of its fold has is left out of
+    the allocation table (``excluded``)."""
     from depthtraj.analysis.core.bootstrap import poisson_weights, question_keys
 
     probes = ds.attrs["depthtraj"]["probes"]
@@ -279,6 +283,8 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
     dims6 = ("question", "anchor", "candidate", "candidate2", "arrangement", "precision")
     jjt_all = np.asarray(ds["probe_jjt"].transpose(*dims6).values, dtype=float)
     mom_all = np.asarray(ds["probe_nl_moment"].transpose(*dims6).values, dtype=float)
+    sig_all = np.asarray(ds["probe_sigma"].transpose("question", "anchor", "arrangement", "precision").values,
+                         dtype=float)
     Ks = [int(k) for k in ds["n_candidates"].values]
     order = np.asarray(ds["arrangement_order"].values)
     ids = [str(q) for q in ds["question"].values]
@@ -291,7 +297,8 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
         t0, t1 = depth.index(anchors[j]), depth.index(anchors[j] + 1)
         y = np.array([S[i, t1, k, a, p] - S[i, t0, k, a, p] for k in range(K)])
         mu = np.array([mu_all[i, j, k, a, p] for k in range(K)])
-        jjt = np.array([[jjt_all[i, j, k, l, a, p] for l in range(K)] for k in range(K)])
+        sigma = sig_all[i, j, a, p]
+        jjt = np.array([[sigma ** 2 * jjt_all[i, j, k, l, a, p] for l in range(K)] for k in range(K)])
         mom = np.array([[mom_all[i, j, k, l, a, p] for l in range(K)] for k in range(K)])
         return y, mu, jjt, mom
 
@@ -318,6 +325,7 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
             qs = list(rows)
             mloss = {m: {} for m in ("n1", "linear", "nonlinear")}
             aloss = {m: {} for m in ("constant", "nonlinear", "ridge")}
+            excluded = set()
             for f in range(folds):
                 train = [i for i in qs if fold_of[i] != f]
                 held = [i for i in qs if fold_of[i] == f]
@@ -327,7 +335,11 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
                 def tmean(fn, j):  # training mean over questions of the mean over their rows
                     return sum(sum(fn(i, a, j) for a in rows[i]) / len(rows[i]) for i in train) / len(train)
 
-                Z = [tmean(lambda i, a, j: float(row(i, a, p, j)[0] @ row(i, a, p, j)[0]) ** 2, j) for j in range(J)]
+                def matched(fn):  # per anchor, or one value over the anchors (the mean of equal-weight anchors)
+                    per = [tmean(fn, j) for j in range(J)]
+                    return per if matching == "per-anchor" else [sum(per) / J] * J
+
+                Z = matched(lambda i, a, j: float(row(i, a, p, j)[0] @ row(i, a, p, j)[0]) ** 2)
                 for m, name in enumerate(("n1", "linear", "nonlinear")):
                     def energy(i, a, j, m=m):
                         y = row(i, a, p, j)[0]
@@ -337,7 +349,7 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
                     def trace(i, a, j, m=m):
                         return float(np.trace(methods(*row(i, a, p, j))[m][1]))
 
-                    alpha = [tmean(energy, j) / tmean(trace, j) for j in range(J)]
+                    alpha = [e / t for e, t in zip(matched(energy), matched(trace))]
                     for i in held:
                         tot, cnt = 0.0, 0
                         for a in rows[i]:
@@ -363,6 +375,9 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
                     u = np.ones(len(y)) / math.sqrt(len(y))
                     A = float(u @ e) ** 2
                     return A, max(float(e @ e) - A, 0.0)
+
+                def defined(i):  # every candidate of question i has a training mean
+                    return bool(np.isfinite(ybar[:, :Ks[i]]).all())
 
                 E0 = tmean(lambda i, a, j: sum(AB(i, a, j)), 0) if J == 1 else \
                     sum(sum(sum(sum(AB(i, a, j)) for j in range(J)) / J for a in rows[i]) / len(rows[i])
@@ -400,6 +415,9 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
                     def lossf(pv, A, B):
                         return (pv - A / E0) ** 2 + (1 - pv - B / E0) ** 2
                 for i in held:
+                    if not defined(i):
+                        excluded.add(ids[i])
+                        continue
                     tots = {"constant": 0.0, "nonlinear": 0.0, "ridge": 0.0}
                     cnt = 0
                     for a in rows[i]:
@@ -414,11 +432,12 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
                     for k_ in tots:
                         aloss[k_][ids[i]] = tots[k_] / cnt
             qids = [ids[i] for i in qs]
-            keys = question_keys(np.array(qids, dtype=object))
-            W = poisson_weights(keys, draws, seed).astype(float) if draws else None
+            aids = [q for q in qids if q not in excluded]
 
-            def summary(d):
+            def summary(d, among):
                 d = np.array(d)
+                keys = question_keys(np.array(among, dtype=object))
+                W = poisson_weights(keys, draws, seed).astype(float) if draws else None
                 lo = hi = float("nan")
                 if W is not None:
                     boot = np.array([(W[b] * d).sum() / W[b].sum() for b in range(draws)])
@@ -426,12 +445,13 @@ def readout_reference(ds, *, folds=4, seed=0, draws=50, level=0.95, loss="weight
                 return float(np.mean(d)), float(lo), float(hi)
 
             ml = {m: [mloss[m][q] for q in qids] for m in mloss}
-            al = {m: [aloss[m][q] for q in qids] for m in aloss}
+            al = {m: [aloss[m][q] for q in aids] for m in aloss}
             out[(cell, arm)] = {
-                "questions": qids, "moment": ml, "allocation": al,
-                "moment_diffs": {f"{a}-{b}": summary(np.subtract(ml[a], ml[b]))
+                "questions": qids, "moment": ml, "allocation": al, "allocation_questions": aids,
+                "excluded": sorted(excluded),
+                "moment_diffs": {f"{a}-{b}": summary(np.subtract(ml[a], ml[b]), qids)
                                  for a, b in (("linear", "n1"), ("nonlinear", "n1"), ("nonlinear", "linear"))},
-                "allocation_diffs": {f"{a}-constant": summary(np.subtract(al[a], al["constant"]))
+                "allocation_diffs": {f"{a}-constant": summary(np.subtract(al[a], al["constant"]), aids)
                                      for a in ("nonlinear", "ridge")},
             }
     return out

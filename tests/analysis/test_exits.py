@@ -219,7 +219,10 @@ def test_table_and_csv_formats(small_store):
     (["--target", "2"], "--target must lie in (0, 1)"),
     (["--delta", "0"], "--delta must lie in (0, 1)"),
     (["--window", "0"], "--window must be ≥ 1"),
-    (["--depths", "40:50"], "not recorded below the endpoint"),
+    (["--depths", "40:50"], "holds no recorded depth below T=8"),
+    (["--depths", "4,5,40"], "not recorded below the endpoint"),
+    (["--folds", "100000"], "--folds must be ≤ 100"),
+    (["--bootstrap", str(10 ** 12)], "--bootstrap must be ≤ 100,000"),
     (["--depths", "four"], "not understood"),
     (["-f", "yaml"], "--format must be one of"),
 ])
@@ -265,3 +268,123 @@ def test_analyze_section_7_checks_the_exit_gate_it_reads(gated_store, tmp_path):
     assert r.exit_code == 2 and "DT-DATA-011" in r.output and "exit_gate" in r.output, r.output
     r = CliRunner().invoke(app, ["analyze", str(bad), "--sections", "3", "--bootstrap", "0", "-f", "json"])
     assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------------------------ issue 30: sparse depths, policies
+def _sparse(tmp_path, depths, **kw):
+    import warnings
+
+    from depthtraj.testing import synthetic_store
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return synthetic_store(tmp_path / "sparse.zarr", 48, depths=depths, chunk_size=16, seed=4, **kw)
+
+
+@pytest.mark.parametrize("depths,used", [([8, 16, 24, 32], [8, 16, 24]), ([1, 2, 4, 8, 12, 15, 16], [4, 8, 12, 15])])
+def test_sparse_depths_keep_the_recorded_candidates(tmp_path, depths, used):
+    """spec/exits.md §3: the default candidate depths 4:T−1 are the recorded depths in that range
+    (``exits``, ``analyze --sections 7`` and ``report`` ran into 'not recorded' on such stores)."""
+    from depthtraj.analysis.prediction.exits import candidate_depths
+
+    assert candidate_depths(None, depths, depths[-1]) == used
+    assert candidate_depths("1:99999999999", depths, depths[-1]) == depths[:-1]  # never materialised
+    store = _sparse(tmp_path, depths)
+    out = tmp_path / "ex"
+    r = _invoke(store, "--bootstrap", 20, "--out", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "exits.json").read_text())
+    assert doc["stores"][0]["candidate_depths"] == used
+    assert f"candidate depths {','.join(map(str, used))}" in " ".join(r.stdout.split())
+    pol = json.loads((out / "policy-quotient.json").read_text())
+    assert pol["candidate_depths"] == used and pol["recorded_depths"] == depths
+    assert "recorded depths only" in pol["guarantee"]
+    r = CliRunner().invoke(app, ["analyze", store, "--sections", "7", "--bootstrap", "20", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    tables = json.loads(r.stdout)["analyses"][0]["tables"]
+    assert "prefix_prediction" in tables and "exit_rules" in tables
+
+
+def test_a_policy_records_what_a_serving_loop_must_compute(gated_store, tmp_path):
+    """Issue 30 §3: the policy lists the depths its statistic runs over, the statistic's exact
+    recipe and what Learn then Test's guarantee covers."""
+    out = tmp_path / "p"
+    r = _invoke(gated_store, "--out", out, "--bootstrap", 0, "--folds", 2)
+    assert r.exit_code == 0, r.output
+    for rule in ("quotient", "kl", "ouro", "richer", "margin", "max_prob"):
+        pol = json.loads((out / f"policy-{rule}.json").read_text())
+        assert pol["recorded_depths"] == list(range(1, 11)) and pol["candidate_depths"] == list(range(4, 10))
+        recipe = pol["recipe"]
+        assert recipe["kind"] in ("prefix", "kl", "ouro", "max_prob", "margin") and recipe["statistic"]
+        assert "1 − δ" not in pol["guarantee"] and "probability at least 0.9" in pol["guarantee"]
+        assert "exchangeable" in pol["guarantee"]
+    q = json.loads((out / "policy-quotient.json").read_text())["recipe"]
+    assert q["radius"].startswith("B_q") and "last 4 steps" in q["aggregation"]
+    assert "recorded s ≤ t" in json.loads((out / "policy-ouro.json").read_text())["recipe"]["statistic"]
+
+
+def test_the_guarantee_names_the_arrangement_averaged_risk(small_store):
+    r = _invoke(small_store, "--bootstrap", 0, "-f", "json", "--folds", 2)
+    assert r.exit_code == 0, r.output
+    pol = json.loads(r.stdout)["stores"][0]["policies"][0]
+    assert "2 displayed arrangements" in pol["guarantee"] and "another population" in pol["guarantee"]
+
+
+# ------------------------------------------------------------------ issue 30 §5: admission and output
+def test_exits_refuses_score_defects_as_analyze_does(tmp_path):
+    import shutil
+
+    import zarr
+
+    bad = tmp_path / "bad.zarr"
+    shutil.copytree(_sparse(tmp_path, [1, 2, 3, 4, 5, 6, 7, 8]), bad)
+    zarr.open_group(str(bad), mode="r+")["score"][3, 1, 0, 0, 0] = 0.5  # a label log-probability above 0
+    r = _invoke(bad, "--bootstrap", 0, "--out", tmp_path / "o")
+    assert r.exit_code == 2 and "DT-DATA-003" in r.stderr and "--allow-defects" in r.stderr, r.output
+    assert not (tmp_path / "o").exists()
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--bootstrap", "0"])
+    assert r.exit_code == 2 and "DT-DATA-003" in r.stderr
+    r = _invoke(bad, "--bootstrap", 0, "--allow-defects")
+    assert r.exit_code == 0 and "analysed anyway" in r.stderr, r.output
+
+
+def test_exits_out_is_written_whole_or_not_at_all(small_store, tmp_path, monkeypatch):
+    from depthtraj.analysis.prediction import command
+
+    out = tmp_path / "ex"
+    r = _invoke(small_store, "--bootstrap", 0, "--folds", 2, "--out", out)
+    assert r.exit_code == 0 and (out / "exits.json").is_file()
+    r = _invoke(small_store, "--bootstrap", 0, "--folds", 2, "--out", out)
+    assert r.exit_code == 2 and "exists and is not empty" in r.stderr
+    assert _invoke(small_store, "--bootstrap", 0, "--folds", 2, "--out", out, "--overwrite").exit_code == 0
+
+    def boom(directory, *a, **k):
+        (directory / "exits.json").write_text("{")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(command, "_write_files", boom)
+    fresh = tmp_path / "fresh"
+    r = _invoke(small_store, "--bootstrap", 0, "--folds", 2, "--out", fresh)
+    assert r.exit_code == 2 and "No space left" in r.stderr
+    assert not fresh.exists() and not list(tmp_path.glob(".fresh.tmp-*"))
+
+
+def test_the_family_order_is_the_one_the_spec_writes():
+    """spec/exits.md §2: the richer comparator's members in the order that breaks ties."""
+    from depthtraj.analysis.prediction.prefix import family_rules
+
+    names = [r.name for r in family_rules(4)]
+    assert names == ["raw", "mean", "quotient", "raw-step-1", "mean-step-1", "q-step-1",
+                     "raw-step-2", "mean-step-2", "q-step-2", "raw-disp-2", "mean-disp-2", "q-disp-2",
+                     "raw-disp-4", "mean-disp-4", "q-disp-4", "raw-step-8", "mean-step-8", "q-step-8",
+                     "raw-disp-8", "mean-disp-8", "q-disp-8"]
+
+
+def test_ties_among_family_members_go_to_the_first_in_family_order():
+    from depthtraj.analysis.prediction import exits as E
+
+    tot = np.zeros((4, 4, 3))
+    tot[1, 1, 2] = tot[2, 1, 0] = tot[3, 1, 1] = 7.0  # members 1, 2, 3 save 7 steps each
+    picks = {1: 2, 2: 0, 3: 1}
+    assert E._select(tot, [0, 1, 2, 3], lambda r: picks.get(r, -1)) == (1, 2)
+    assert E._select(tot, [0, 3, 2, 1], lambda r: picks.get(r, -1)) == (3, 1)

@@ -42,12 +42,13 @@ def _ref_energy(y, mu, C, train, K):
     return np.array(out)
 
 
-def _ref_loss(y, mu, C, alpha, train, K):
+def _ref_loss(y, mu, C, alpha, train, K, Z=None):
     n, anchors, _ = y.shape
-    Z = []
-    for j in range(anchors):
-        vals = [sum(y[i, j, c] ** 2 for c in range(K[i])) ** 2 for i in range(n) if train[i]]
-        Z.append(sum(vals) / len(vals))
+    if Z is None:  # per anchor
+        Z = []
+        for j in range(anchors):
+            vals = [sum(y[i, j, c] ** 2 for c in range(K[i])) ** 2 for i in range(n) if train[i]]
+            Z.append(sum(vals) / len(vals))
     out = []
     for i in range(n):
         k = K[i]
@@ -67,15 +68,24 @@ def _ref_loss(y, mu, C, alpha, train, K):
 @given(st.integers(0, 10_000))
 def test_energy_match_and_moment_loss_equal_the_definitions(seed):
     y, mu, C, train, K = _data(seed)
-    alpha = M.energy_match(y, mu, C, train)
+    alpha = M.energy_match(y, mu, C, train, matching="per-anchor")
     np.testing.assert_allclose(alpha, _ref_energy(y, mu, C, train, K), rtol=1e-10)
-    loss = M.moment_loss(y, mu, C, alpha, train)
+    loss = M.moment_loss(y, mu, C, alpha, train, matching="per-anchor")
     np.testing.assert_allclose(loss, _ref_loss(y, mu, C, alpha, train, K), rtol=1e-10)
-    # matching: the training energy of α C equals the training residual energy
+    # matching: the training energy of α C equals the training residual energy, per anchor ...
     real = np.isfinite(y)
     tr = np.where(real, np.diagonal(C, axis1=-2, axis2=-1), 0).sum(-1)[train].mean(0)
     resid = (np.where(real, y - mu, 0) ** 2).sum(-1)[train].mean(0)
     np.testing.assert_allclose(alpha * tr, resid, rtol=1e-12)
+    # ... or, the paper's α_j (pooled, the default), over the training anchors together
+    pooled = M.energy_match(y, mu, C, train)
+    assert np.all(pooled == pooled[0])
+    np.testing.assert_allclose(pooled[0] * tr.sum(), resid.sum(), rtol=1e-12)
+    y4 = ((np.where(real, y, 0) ** 2).sum(-1) ** 2)[train].mean()  # one Z over training rows and anchors
+    np.testing.assert_allclose(M.loss_normalisation((np.where(real, y, 0) ** 2).sum(-1) ** 2, train), y4,
+                               rtol=1e-12)
+    np.testing.assert_allclose(M.moment_loss(y, mu, C, pooled, train),
+                               _ref_loss(y, mu, C, pooled, train, K, Z=[y4] * y.shape[1]), rtol=1e-10)
 
 
 @settings(max_examples=25, deadline=None)

@@ -77,6 +77,8 @@ def _compare(pred, ref, *, rtol=1e-8):
         for name, est in mom.diffs.items():
             np.testing.assert_allclose(est, r["moment_diffs"][name], rtol=1e-7, atol=1e-10)
         alloc = pred["allocation"][(ci, p)]
+        assert [str(q) for q in ids[alloc.questions]] == r["allocation_questions"]
+        assert sorted(alloc.excluded) == r["excluded"]
         for k, m in enumerate(R.ALLOCATION_METHODS):
             np.testing.assert_allclose(alloc.losses[:, k], r["allocation"][m], rtol=1e-7, atol=1e-12)
         for name, est in alloc.diffs.items():
@@ -91,20 +93,144 @@ def _evaluate(ds, **kw):
             "allocation": pred.allocation, "pred": pred}
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(readout=st.sampled_from(["label", "text"]), arrangements=st.sampled_from([1, 4]), n=st.integers(24, 40),
        seed=st.integers(0, 10_000), loss=st.sampled_from(["weighted", "two-block"]),
-       fold_seed=st.integers(0, 5), level=st.sampled_from([0.9, 0.95]))
-def test_the_tables_equal_the_definitions(readout, arrangements, n, seed, loss, fold_seed, level):
+       fold_seed=st.integers(0, 5), level=st.sampled_from([0.9, 0.95]),
+       matching=st.sampled_from(["pooled", "per-anchor"]), lone_k5=st.booleans())
+def test_the_tables_equal_the_definitions(readout, arrangements, n, seed, loss, fold_seed, level, matching, lone_k5):
     with tempfile.TemporaryDirectory() as tmp:
         path = _store(Path(tmp) / "s.zarr", n, readout=readout, arrangements=arrangements, seed=seed,
-                      tasks=("arc", "mmlu"))
+                      tasks=("arc", "mmlu"), k_mix=(4, 5) if lone_k5 else (3, 4))
         ds = _perturb(_load(path), np.random.default_rng(seed))
-    got = _evaluate(ds, folds=4, seed=fold_seed, draws=40, level=level, allocation_loss=loss)
-    ref = readout_reference(ds, folds=4, seed=fold_seed, draws=40, level=level, loss=loss)
+    if lone_k5:
+        ds = _only_one_k5(ds)
+    got = _evaluate(ds, folds=4, seed=fold_seed, draws=40, level=level, allocation_loss=loss,
+                    energy_matching=matching)
+    ref = readout_reference(ds, folds=4, seed=fold_seed, draws=40, level=level, loss=loss, matching=matching)
+    if lone_k5:
+        assert sum(len(r["excluded"]) for r in ref.values()) >= 1  # the K = 5 question, in its cell
     assert set(ref) == {(c, p) for c in got["cells"] for p in got["precision"]}
     _compare(got, ref)
     assert not any(res.note for res in (*got["moment"].values(), *got["allocation"].values()))
+
+
+def _only_one_k5(ds: xr.Dataset) -> xr.Dataset:
+    """Keep K = 5 for the first such question only (the others lose candidate 4): a K = 5 question
+    among K = 4 ones, whose fifth candidate no training question has (ARC's mixed K)."""
+    K = ds["n_candidates"].values.copy()
+    five = np.flatnonzero(K == 5)
+    assert five.size >= 2
+    drop = five[1:]
+    K[drop] = 4
+    ds = ds.assign_coords(n_candidates=("question", K))
+    for name in list(ds.data_vars):
+        v = ds[name]
+        if "candidate" not in v.dims or not np.issubdtype(v.dtype, np.floating):
+            continue
+        arr = v.values.copy()
+        for dim in ("candidate", "candidate2"):
+            if dim in v.dims:
+                idx = [slice(None)] * v.ndim
+                idx[v.dims.index("question")], idx[v.dims.index(dim)] = drop, 4
+                arr[np.ix_(*[np.atleast_1d(np.arange(v.shape[d]) if isinstance(i, slice) else i)
+                             for d, i in enumerate(idx)])] = np.nan
+        ds[name] = (v.dims, arr)
+    if "arrangement_order" in ds:
+        order = ds["arrangement_order"].values.copy()
+        for i in drop:
+            for a in range(order.shape[1]):
+                if order[i, a, 0] >= 0:
+                    row = [int(c) for c in order[i, a] if 0 <= c < 4]
+                    order[i, a] = row + [-1] * (order.shape[2] - len(row))
+        ds["arrangement_order"] = (ds["arrangement_order"].dims, order)
+    return ds
+
+
+def test_a_candidate_no_training_question_has_excludes_the_question_from_allocation(tmp_path):
+    """Issue 30 §1: one K = 5 question among K = 4 ones has no training mean for its fifth
+    candidate when held out; it is left out of the allocation table (both losses) and counted,
+    never given a loss of 0, and stays in the moment table."""
+    ds = _only_one_k5(_load(_store(tmp_path / "s.zarr", 32, k_mix=(4, 5), tasks=("arc",))))
+    lone = str(ds["question"].values[int(np.flatnonzero(ds["n_candidates"].values == 5)[0])])
+    for loss in ("weighted", "two-block"):
+        got = _evaluate(ds, draws=30, allocation_loss=loss)
+        ref = readout_reference(ds, draws=30, loss=loss)
+        _compare(got, ref)
+        for key, alloc in got["allocation"].items():
+            assert alloc.excluded == [lone] and "no training question" in alloc.excluded_why
+            assert lone not in [str(q) for q in ds["question"].values[alloc.questions]]
+            assert np.isfinite(alloc.losses).all() and alloc.n == 31
+            assert lone in [str(q) for q in ds["question"].values[got["moment"][key].questions]]
+        rows = T7.allocation_table(got["pred"], store="S", model="m").rows
+        assert all(r["excluded"] == 1 and r["excluded_ids"] == lone and r["N"] == 31 for r in rows)
+
+
+def test_an_undefined_residual_is_never_a_zero_loss():
+    from depthtraj.analysis.prediction import moments as M
+
+    A = np.array([[1.0, np.nan, 0.0]])
+    B = np.array([[1.0, 1.0, 0.0]])
+    loss = M.allocation_loss(0.3, A, B, 2.0)
+    assert loss[0, 0] == pytest.approx(2.0 / 2.0 * (0.3 - 0.5) ** 2) and np.isnan(loss[0, 1]) and loss[0, 2] == 0.0
+    assert np.isnan(M.two_block_loss(0.3, A, B, 2.0)[0, 1])
+    y = np.array([[[1.0, 2.0, 3.0, np.nan]], [[0.0, 2.5, 1.0, np.nan]],
+                  [[0.5, 1.0, 2.0, 4.0]]])  # K = 3 trains, K = 4 held out
+    A, B, _ = M.allocation_parts(y, np.array([True, True, False]))
+    assert np.isfinite(A[:2]).all() and np.isnan(A[2]).all() and np.isnan(B[2]).all()
+
+
+def test_linear_n2_is_sigma_squared_jjt(tmp_path):
+    """Issue 30 §4: the two N2 methods share the observation map and the innovation σ r: a
+    nonlinear probe equal to σ² J Jᵀ (no mean) predicts exactly what linear N2 predicts, whatever σ
+    is per question."""
+    ds = _load(_store(tmp_path / "s.zarr", 32, arrangements=2))
+    sig = ds["probe_sigma"].values
+    rng = np.random.default_rng(0)
+    sig = sig * rng.uniform(0.3, 3.0, size=sig.shape)  # σ varying across questions and anchors
+    _set(ds, "probe_sigma", sig)
+    jjt = ds["probe_jjt"]
+    s2 = (xr.DataArray(sig, dims=ds["probe_sigma"].dims) ** 2)
+    _set(ds, "probe_nl_moment", (jjt * s2).transpose(*jjt.dims).values)
+    _set(ds, "probe_nl_mean", np.zeros(ds["probe_nl_mean"].shape))
+    got = _evaluate(ds, draws=20)
+    for mom in got["moment"].values():
+        np.testing.assert_allclose(mom.losses[:, 1], mom.losses[:, 2], rtol=1e-5)  # the store's float32
+        assert abs(mom.diffs["nonlinear-linear"][0]) < 1e-5 * abs(mom.means["linear"][0])
+
+
+def test_energy_matching_is_one_alpha_per_method_unless_per_anchor(tmp_path):
+    """Issue 30 §4: the paper's α_j (pd:app:eq:energy-match) is one factor per method over the
+    training anchors; ``per-anchor`` keeps the earlier reading."""
+    ds = _load(_store(tmp_path / "s.zarr", 32))
+    pooled = _evaluate(ds, draws=0)
+    per = _evaluate(ds, draws=0, energy_matching="per-anchor")
+    for key, mom in pooled["moment"].items():
+        a = mom.fits["alpha"]  # [fold, method, anchor]
+        assert np.allclose(a, a[:, :, :1]) and np.allclose(mom.fits["Z"], mom.fits["Z"][:, :1])
+        b = per["moment"][key].fits["alpha"]
+        assert not np.allclose(b, b[:, :, :1])
+    with pytest.raises(ValueError, match="energy_matching"):
+        R.evaluate_readout(R.readout_inputs(ds), energy_matching="median")
+    title = T7.moment_table(pooled["pred"], store="S", model="m").title
+    assert "one α per method" in title and "σ² J Jᵀ" in title
+
+
+def test_every_fold_assignment_uses_one_mix_of_the_seed():
+    """spec/exits.md §5: mix(seed) = splitmix64(seed ⊕ 0xD1B54A32D192ED03), the same for the exit
+    folds (fold_of) and the balanced folds of the moment tables."""
+    from depthtraj.analysis.core.bootstrap import question_keys, splitmix64
+    from depthtraj.analysis.prediction.prefix import fold_mix, fold_of
+
+    from .reference_prediction import _splitmix
+
+    keys = question_keys(np.array([f"q{i}" for i in range(50)], dtype=object))
+    for seed in (0, 1, 7, 2**40):
+        m = fold_mix(seed)
+        assert m == _splitmix(seed ^ 0xD1B54A32D192ED03)
+        assert fold_of(keys, 5, seed).tolist() == [_splitmix(int(k) ^ m) % 5 for k in keys]
+        order = np.argsort(splitmix64(keys ^ np.uint64(m)), kind="stable")
+        assert (R.balanced_folds(keys, 4, seed)[order] == np.arange(50) % 4).all()
 
 
 def test_folds_are_balanced_and_fixed_by_the_seed():
@@ -146,7 +272,8 @@ def test_a_nonlinear_probe_equal_to_the_observed_outer_product_has_zero_loss(tmp
 def test_n1_against_itself_is_zero_and_a_constant_feature_ridge_is_the_constant(tmp_path):
     ds = _load(_store(tmp_path / "s.zarr", 32, k_mix=(4,)))
     eye = np.broadcast_to(np.eye(4)[None, None, :, :, None, None], ds["probe_jjt"].shape)
-    _set(ds, "probe_jjt", eye)  # linear N2 = N1; its common share 1/4 everywhere
+    _set(ds, "probe_jjt", eye)  # with σ = 1, linear N2 (σ² J Jᵀ) = N1; its common share 1/4 everywhere
+    _set(ds, "probe_sigma", np.ones(ds["probe_sigma"].shape))
     got = _evaluate(ds, draws=30)
     for key, mom in got["moment"].items():
         assert (mom.losses[:, 0] == mom.losses[:, 1]).all()
@@ -257,3 +384,27 @@ def test_report_places_both_tables(tmp_path):
         assert len(tex) == 1 and f"\\label{{{label}}}" in tex[0].read_text()
     assert md.index("pd:app:tab:moment-prediction") < md.index("pd:app:tab:allocation") < md.index(
         "pd:app:prefix-prediction`")
+
+
+def test_analyze_report_and_exits_run_on_a_mixed_k_store(tmp_path):
+    """Issue 30: a probed store whose one K = 5 question has no K = 5 training question: the
+    allocation table leaves it out and says so, in ``analyze``, ``report`` and beside ``exits``."""
+    from depthtraj.analysis.report import run_report
+    from depthtraj.testing import synthetic_questions
+
+    seed = next(s for s in range(200)
+                if (np.asarray(synthetic_questions(32, k_mix={4: 0.96, 5: 0.04}, tasks=("arc_challenge",),
+                                                   arrangements=1, seed=s).n_candidates) == 5).sum() == 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = synthetic_store(tmp_path / "mixed.zarr", 32, endpoint=8, probes=PROBES, k_mix={4: 0.96, 5: 0.04},
+                               tasks=("arc_challenge",), precision=("bf16",), chunk_size=8, seed=seed)
+    r = CliRunner().invoke(app, ["analyze", path, "--sections", "7", "--bootstrap", "30", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)["analyses"][0]["tables"]["allocation_prediction"]["rows"]
+    assert row["excluded"] == 1 and row["N"] == 31 and "mixed K" in row["excluded_why"]
+    assert all(np.isfinite(row[k]) for k in ("loss_constant", "loss_nonlinear", "loss_ridge"))
+    r = CliRunner().invoke(app, ["analyze", path, "--sections", "7", "--bootstrap", "0"])
+    assert "Excluded" in r.stdout
+    assert CliRunner().invoke(app, ["exits", path, "--bootstrap", "0"]).exit_code == 0
+    assert run_report([path], out=tmp_path / "rep", bootstrap=0, sections="7") == 0

@@ -56,6 +56,7 @@ __all__ = [
     "locate_undecodable",
     "score_defects",
     "summarize_defects",
+    "unique_defects",
 ]
 
 #: Data rules that make a store's numbers untrustworthy, with what breaking them does to the
@@ -412,6 +413,17 @@ def summarize_defects(score, computed, *, kind: str = "label") -> list[Defect]:
         out.append(Defect(rule=name, values=int(counts[r, 0]), questions=int(counts[r, 1]),
                           first=f"question {qid!r} depth={depth} candidate={c} arrangement={a} "
                                 f"precision={arm!r}: {what}"))
+    return out
+
+
+def unique_defects(defects: Iterable[Defect]) -> list[Defect]:
+    """The first entry of each rule (several normalisations, endpoints or passes of one store
+    repeat them)."""
+    seen, out = set(), []
+    for d in defects:
+        if d.rule not in seen:
+            seen.add(d.rule)
+            out.append(d)
     return out
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 
 from .. import layout as L
+from ..trust import unique_defects
 from . import engine
 from .core.data import model_name, open_admitted
 from .core.grid import Grid, parse_grid, resolve_endpoint
@@ -151,16 +152,6 @@ def _reads(path, sections) -> tuple[str, ...]:
     return out + (("logsumexp",) if 6 in sections else ())
 
 
-def _unique_defects(defects) -> list:
-    """One entry per rule (several normalisations or endpoints of one store repeat them)."""
-    seen, out = set(), []
-    for d in defects:
-        if d.rule not in seen:
-            seen.add(d.rule)
-            out.append(d)
-    return out
-
-
 def _add_inputs(document: dict, admitted: dict, found: dict, allowed: bool) -> None:
     """The admission of every store into the JSON document: ``inputs`` (one entry per store:
     questions, complete, excluded incomplete ids, notes, defects) and ``n_incomplete`` beside
@@ -168,7 +159,7 @@ def _add_inputs(document: dict, admitted: dict, found: dict, allowed: bool) -> N
     inputs = []
     for path, adm in admitted.items():
         entry = adm.to_json()
-        entry["defects"] = [d.to_json() for d in _unique_defects(found.get(path, []))]
+        entry["defects"] = [d.to_json() for d in unique_defects(found.get(path, []))]
         entry["defects_allowed"] = bool(allowed)
         inputs.append(entry)
     document["inputs"] = inputs
@@ -223,6 +214,7 @@ def compute_analysis(
     allow_defects: bool = False,
     allocation_loss: str = "weighted",
     readout_folds: int = 4,
+    energy_matching: str = "pooled",
 ) -> Computed:
     """The analysis behind ``analyze`` and ``report``: admit, open and compute; the stderr notes
     (exclusions, skipped tables, allowed defects) are printed here.
@@ -247,14 +239,16 @@ def compute_analysis(
     from ..store import StoreError
     from ..trust import UntrustedStore, defect_line, locate_undecodable
 
-    if bootstrap < 0:
-        raise UsageError(f"--bootstrap must be ≥ 0, got {bootstrap}")
-    if permutations is not None and permutations < 0:
-        raise UsageError(f"--permutations must be ≥ 0, got {permutations}")
+    from .core.bootstrap import check_counts
+
+    try:
+        check_counts(draws=bootstrap, permutations=permutations, readout_folds=readout_folds)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if allocation_loss not in ("weighted", "two-block"):
         raise UsageError(f"--allocation-loss must be weighted or two-block, got {allocation_loss!r}")
-    if readout_folds < 2:
-        raise UsageError(f"--readout-folds must be ≥ 2, got {readout_folds}")
+    if energy_matching not in ("pooled", "per-anchor"):
+        raise UsageError(f"--energy-matching must be pooled or per-anchor, got {energy_matching!r}")
     if not 0.0 < level < 1.0:
         raise UsageError(f"--level must lie in (0, 1), got {level}")
     if by not in BY:
@@ -315,7 +309,7 @@ def compute_analysis(
                         selection=selections, sections=wanted, allow_defects=allow_defects,
                         defects=found[path], progress=_progress(), attenuation=(early, late, step),
                         permutations=permutations, scale_check=alphas, allocation_loss=allocation_loss,
-                        readout_folds=readout_folds)
+                        readout_folds=readout_folds, energy_matching=energy_matching)
                 except (StoreError, ValueError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - a chunk that does not decode: name it
@@ -339,7 +333,7 @@ def compute_analysis(
                 reported.add((an.store, name, why))
                 print(f"depthtraj: skipped {name} for {an.store}: {why}", file=sys.stderr)
     for path, defects in found.items():
-        for line in _unique_defects(defects):
+        for line in unique_defects(defects):
             print(f"depthtraj: warning: {defect_line(path, [line], allowed=True)}", file=sys.stderr)
     document = json_document(analyses, draws=bootstrap, seed=seed, level=level, comparisons=comparisons)
     _add_inputs(document, admitted, found, allow_defects)

@@ -45,6 +45,35 @@ def question_keys(ids) -> np.ndarray:
     )
 
 
+#: The most bootstrap draws an analysis takes (the paper uses 2,000; the draws' weights and sums
+#: are held per cell in memory, so an absurd count is refused before anything is allocated).
+MAX_DRAWS = 100_000
+#: The most permutation draws (Ξ's finite-permutation check) and question folds (§7) taken.
+MAX_PERMUTATIONS = 100_000
+MAX_FOLDS = 100
+
+
+def check_counts(*, draws: int | None = None, permutations: int | None = None, folds: int | None = None,
+                 readout_folds: int | None = None) -> None:
+    """Refuse option counts outside what an analysis can hold, before anything is allocated.
+
+    Raises
+    ------
+    ValueError
+        one line naming the option (``--bootstrap``, ``--permutations``, ``--folds``,
+        ``--readout-folds``) and its bounds.
+    """
+    for flag, value, lo, hi in (("--bootstrap", draws, 0, MAX_DRAWS), ("--permutations", permutations, 0,
+                                                                        MAX_PERMUTATIONS),
+                                ("--folds", folds, 2, MAX_FOLDS), ("--readout-folds", readout_folds, 2, MAX_FOLDS)):
+        if value is None:
+            continue
+        if value < lo:
+            raise ValueError(f"{flag} must be ≥ {lo}, got {value}")
+        if value > hi:
+            raise ValueError(f"{flag} must be ≤ {hi:,}, got {value:,}")
+
+
 _BLAS = {}
 
 

@@ -137,6 +137,9 @@ def parse_grid(spec: str, recorded: Sequence[int], endpoint: int) -> Grid:
         lo, hi = (int(x) for x in _RANGE.match(text).groups())
         if hi < lo:
             raise ValueError(f"grid {text!r}: range end {hi} is below its start {lo}")
+        if hi >= endpoint:  # before building the range: 1:99999999999 is refused, not allocated
+            deep = f"depth {hi} is" if max(lo, endpoint) == hi else f"depths {max(lo, endpoint)}:{hi} are"
+            raise ValueError(f"grid {text!r}: {deep} not below the endpoint T={endpoint}")
         depths = tuple(range(lo, hi + 1))
         name = f"{lo}:{hi}"
     elif _LIST.match(text):

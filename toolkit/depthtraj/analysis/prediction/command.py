@@ -13,8 +13,9 @@ as a table, the JSON document or CSV, and with ``--out DIR`` writes
   with several, ``policy-<rule>--<store>--<arm>.json``);
 * ``exits_*.png``: the figure of all curves.
 
-User errors (a store that cannot be read or is refused, an option out of range) are one line
-``depthtraj: error: ...`` on stderr and exit code 2; nothing is written.
+User errors (a store that cannot be read or is refused, an option out of range, an ``--out`` that
+exists and is not empty without ``--overwrite``) are one line ``depthtraj: error: ...`` on
+stderr and exit code 2; nothing is written. ``--out`` is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["EXITS_SCHEMA", "FORMATS", "exits_document", "has_exit_gate", "policy_files", "run_exits"]
+__all__ = ["EXITS_SCHEMA", "FORMATS", "exits_document", "exits_reads", "has_exit_gate", "policy_files", "run_exits"]
 
 #: The version of ``exits.json`` (bump when a key changes meaning).
 EXITS_SCHEMA = "depthtraj.exits/1"
@@ -75,6 +76,7 @@ def policy_files(results: list[dict]) -> dict[str, dict]:
                 "threshold": p["threshold"], "never_exit": p["never_exit"], "unit": p["unit"],
                 "window": p["window"], "aggregation": p["aggregation"], "radius": p["radius"],
                 "candidate_depths": p["candidate_depths"], "endpoint": p["endpoint"],
+                "recorded_depths": p["recorded_depths"], "recipe": p["recipe"], "guarantee": p["guarantee"],
                 "target_disagreement": p["target_disagreement"], "delta": p["delta"],
                 "delta_per_test": p["delta_per_test"], "method": p["method"],
                 "calibration_questions": p["calibration_questions"],
@@ -87,11 +89,13 @@ def policy_files(results: list[dict]) -> dict[str, dict]:
 
 def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: float = 0.1, window: int = 4,
               depths: str | None = None, folds: int = 4, seed: int = 0, bootstrap: int = 2000, level: float = 0.95,
-              endpoint: int | None = None, fmt: str = "table", allow_defects: bool = False) -> int:
+              endpoint: int | None = None, fmt: str = "table", allow_defects: bool = False,
+              overwrite: bool = False) -> int:
     """The ``exits`` command; returns the exit code (0 done, 2 user error)."""
     import dask
 
     from ...store import StoreError
+    from ...trust import defect_line, unique_defects
     from ..core.data import model_name, open_admitted, score_of
     from ..core.grid import Grid, format_depths
     from ..core.inputs import readout_info
@@ -99,16 +103,25 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
     from . import tables as T7
     from .exits import evaluate_exits
 
+    from ..core.bootstrap import check_counts
+
     if fmt not in FORMATS:
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    try:  # absurd counts and an occupied --out are refused before any store is read
+        check_counts(draws=bootstrap, folds=folds)
+        if out is not None:
+            from ...outdir import check_free
+
+            check_free(Path(out), overwrite=overwrite)
+    except (ValueError, FileExistsError) as exc:
+        return _error(str(exc))
     if not stores:
         return _error("no store given")
     results, analyses, tables = [], [], []
     try:
         opened = []
         for path in stores:
-            ds, adm = open_admitted(path, allow_defects=allow_defects,
-                                    reads=("exit_gate",) if has_exit_gate(path) else ())
+            ds, adm = open_admitted(path, allow_defects=allow_defects, reads=exits_reads(path))
             opened.append((str(path), ds, adm))
         with dask.config.set(scheduler="threads"):
             for path, ds, adm in opened:
@@ -116,9 +129,16 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
                     print(f"depthtraj: note: {adm.exclusion_line()}", file=sys.stderr)
                 score = score_of(ds)
                 gate = ds["exit_gate"] if "exit_gate" in ds.variables else None
-                ev = evaluate_exits(score, gate=gate, T=endpoint, depths=depths, window=window, folds=folds,
-                                    seed=seed, draws=bootstrap, level=level, target=target, delta=delta, by=POOLED)
                 info = readout_info(ds)
+                found = list(adm.defects) if adm is not None else []
+                # admitted as analyze admits: the score defects counted in pass 1 refuse the store
+                # (DT-DATA-001/002/003; -008 for text) unless --allow-defects, before pass 2
+                ev = evaluate_exits(score, gate=gate, T=endpoint, depths=depths, window=window, folds=folds,
+                                    seed=seed, draws=bootstrap, level=level, target=target, delta=delta, by=POOLED,
+                                    check_defects=True, allow_defects=allow_defects, store=path, defects=found,
+                                    kind=info["kind"])
+                for line in unique_defects(found):
+                    print(f"depthtraj: warning: {defect_line(path, [line], allowed=True)}", file=sys.stderr)
                 model = model_name(ds)
                 kw = dict(store=path, model=model, readout=info["label"], by="task")
                 rules = T7.exit_rules_table(ev, **kw)
@@ -145,8 +165,12 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
                "seed": seed, "bootstrap": bootstrap, "level": level, "endpoint": endpoint}
     document = exits_document(results, options)
     if out is not None:
+        from ...outdir import OutputExists
+
         try:
-            _write(Path(out), document, results)
+            _write(Path(out), document, results, overwrite=overwrite)
+        except OutputExists as exc:
+            return _error(str(exc))
         except OSError as exc:
             return _error(f"cannot write {out}: {exc.strerror or exc}")
     if fmt == "json":
@@ -159,6 +183,20 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
     return 0
 
 
+def exits_reads(path) -> tuple[str, ...]:
+    """The arrays besides ``score`` whose data rules admission checks for ``exits``, as
+    ``analyze --sections 7`` does: a text store's components (DT-DATA-008/009: the score must be
+    what its normalisation says) and the exit gate (DT-DATA-011, the Ouro rule reads it)."""
+    from ...store import read_attrs
+
+    try:
+        kind = str(read_attrs(path)["readout"]["kind"])
+    except Exception:  # noqa: BLE001 - admission reports malformed attrs
+        return ()
+    out = ("score", "logprob_sum", "logprob_first") if kind == "text" else ()
+    return out + (("exit_gate",) if has_exit_gate(path) else ())
+
+
 def has_exit_gate(path) -> bool:
     """Whether the store declares ``exit_gate`` (its data rules are then checked on admission)."""
     try:
@@ -169,10 +207,18 @@ def has_exit_gate(path) -> bool:
         return False
 
 
-def _write(directory: Path, document: dict, results: list[dict]) -> None:
+def _write(out: Path, document: dict, results: list[dict], *, overwrite: bool = False) -> None:
+    """Write the document, the policies and the figure into ``out`` whole or not at all (built in a
+    hidden sibling and renamed in: :func:`depthtraj.outdir.atomic_directory`)."""
+    from ...outdir import atomic_directory
+
+    with atomic_directory(out, overwrite=overwrite) as directory:
+        _write_files(directory, document, results)
+
+
+def _write_files(directory: Path, document: dict, results: list[dict]) -> None:
     from .figures import exits_figure
 
-    directory.mkdir(parents=True, exist_ok=True)
     (directory / "exits.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     for name, pol in policy_files(results).items():
         (directory / name).write_text(json.dumps(pol, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import layout as L
-from ..core.bootstrap import one_blas_thread, percentile_interval, poisson_weights, question_keys
+from ..core.bootstrap import check_counts, one_blas_thread, percentile_interval, poisson_weights, question_keys
 from .prefix import (
     DEFAULT_WINDOW,
     QUANTITIES,
@@ -98,13 +98,20 @@ ROWS = 1024
 
 
 def candidate_depths(spec, recorded, T: int) -> list[int]:
-    """Candidate depths 𝒯 from ``spec`` (``'4:T-1'``, ``'4:31'``, ``'8,16,24'``, a sequence;
-    None: ``4:T-1``): recorded depths below T.
+    """Candidate depths 𝒯: the recorded depths below T that ``spec`` names.
+
+    ``spec`` is a range (``'4:T-1'``, ``'4:31'``; None: :data:`DEFAULT_DEPTHS`), which keeps the
+    recorded depths it spans (a store with depths ``8,16,24,32`` gets ``8,16,24`` from
+    ``4:T-1``), or a list (``'8,16,24'`` or a sequence), whose every depth must be recorded: a
+    depth named one by one that the store does not hold is an error, not silently dropped.
 
     Raises
     ------
     ValueError
-        for a spelling not understood, an empty set, or a depth not recorded or not below T.
+        for a spelling not understood, a listed depth not recorded or not below T, or no recorded
+        depth below T in the range.
+
+    Source: spec/exits.md §3 (candidate depths are recorded depths only).
     """
     rec = sorted(int(t) for t in recorded)
     if spec is None:
@@ -114,20 +121,35 @@ def candidate_depths(spec, recorded, T: int) -> list[int]:
         try:
             if ":" in text:
                 lo, hi = text.split(":")
-                depths = list(range(int(eval_int(lo)), int(eval_int(hi)) + 1))
-            else:
-                depths = [int(eval_int(x)) for x in text.split(",") if x]
-        except ValueError:
+                lo, hi = eval_int(lo), eval_int(hi)
+                # the range is never materialised (4:99999999999 costs nothing): the recorded depths in it
+                depths = [t for t in rec if lo <= t <= hi and t < T]
+                if not depths:
+                    raise ValueError(f"--depths {spec!r} holds no recorded depth below T={T} "
+                                     f"(recorded: {format_list(rec)})")
+                return depths
+            depths = [eval_int(x) for x in text.split(",") if x]
+        except ValueError as exc:
+            if str(exc).startswith("--depths"):
+                raise
             raise ValueError(f"--depths {spec!r} not understood; use a range like 4:T-1 or 4:31, or a list 8,16,24") from None
     else:
         depths = [int(t) for t in spec]
     depths = sorted(set(depths))
-    bad = [t for t in depths if t >= T or t not in rec]
+    recs = set(rec)
+    bad = [t for t in depths if t >= T or t not in recs]
     if bad:
-        raise ValueError(f"--depths: {bad[:5]} {'is' if len(bad) == 1 else 'are'} not recorded below the endpoint T={T}")
+        raise ValueError(f"--depths: {bad[:5]} {'is' if len(bad) == 1 else 'are'} not recorded below the endpoint "
+                         f"T={T} (recorded: {format_list(rec)})")
     if not depths:
         raise ValueError(f"--depths {spec!r} holds no recorded depth below T={T}")
     return depths
+
+
+def format_list(depths) -> str:
+    """Depths as ``1,2,4,8`` (at most 12 shown, then ``…``)."""
+    d = [str(int(t)) for t in depths]
+    return ",".join(d[:12]) + (",…" if len(d) > 12 else "")
 
 
 def eval_int(text: str) -> int:
@@ -243,6 +265,8 @@ class Setup:
     draws: int
     L: int
     gate: bool
+    #: the recorded depths ≤ T: the prefix statistics' steps run between consecutive entries
+    recorded: tuple[int, ...] = ()
 
     @property
     def G(self) -> int:
@@ -521,6 +545,8 @@ class ExitEvaluation:
     delta: float
     level: float
     policies_: dict = field(default_factory=dict)
+    #: the store's arrangements A (the risk is the mean over a question's used arrangements)
+    arrangements: int = 1
 
     # -- helpers -------------------------------------------------------------------------------
     @property
@@ -673,12 +699,32 @@ class ExitEvaluation:
                         "never_exit": k < 0, "window": rule.window if rule.kind == "prefix" else None,
                         "aggregation": rule.agg or None, "radius": rule.radius or None,
                         "candidate_depths": list(self.setup.depths), "endpoint": self.setup.T,
+                        "recorded_depths": list(self.setup.recorded), "recipe": rule.recipe(),
+                        "guarantee": guarantee_text(self.target, self.delta, self.setup, arrangements=self.arrangements),
                         "target_disagreement": self.target, "delta": self.delta, "delta_per_test": d,
                         "method": METHOD_TEXT, "calibration_questions": n,
                         "calibration_disagreement": None if k < 0 else float(tot[r, 2, k] / Lm / n),
                         "calibration_work": None if k < 0 else float(tot[r, 1, k] / (Lm * self.setup.T) / n),
                     })
         return out
+
+
+def guarantee_text(target: float, delta: float, setup: Setup, *, arrangements: int) -> str:
+    """What Learn then Test's guarantee covers, in the policy's words (spec/exits.md §8)."""
+    steps = list(setup.recorded)
+    every = steps == list(range(steps[0], steps[-1] + 1)) if steps else True
+    where = ("" if every else
+             f" The statistic must be computed from the recorded depths only ({format_list(steps)}): a loop that "
+             f"computes it from every recurrence step computes another statistic, which this calibration does not "
+             f"cover.")
+    arr = ("" if arrangements <= 1 else
+           f" The risk is a question's mean disagreement over its {arrangements} displayed arrangements of the "
+           f"options (the arrangement-averaged risk); one arrangement alone, e.g. the source order, is another "
+           f"population and is not covered.")
+    return (f"With probability at least {1 - delta:g} over the draw of the calibration questions, the expected "
+            f"fraction of answers at exit that differ from the answer at depth T={setup.T} is at most {target:g} on new "
+            f"questions exchangeable with the calibration questions (same model, readout, precision arm and "
+            f"benchmark mix), when the rule is applied exactly as in `recipe` at `candidate_depths`.{where}{arr}")
 
 
 #: The calibration method as written into the policy JSON.
@@ -743,7 +789,8 @@ def _lcm_upto(n: int) -> int:
 
 def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, window: int = DEFAULT_WINDOW,
                    folds: int = 4, seed: int = 0, draws: int = 2000, level: float = 0.95, target: float = 0.025,
-                   delta: float = 0.1, by: str = "task") -> ExitEvaluation:
+                   delta: float = 0.1, by: str = "task", check_defects: bool = False, allow_defects: bool = False,
+                   store: str = "", defects: list | None = None, kind: str = "label") -> ExitEvaluation:
     """Evaluate every stopping rule on held-out questions (two lazy passes; see the module
     docstring).
 
@@ -767,11 +814,19 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
         in (0, 1).
     by
         the cell coordinate (``task``; a name that is no coordinate pools every question).
+    check_defects, allow_defects, store, defects, kind
+        with ``check_defects``, pass 1 also counts the score defects DT-DATA-001/002/003
+        (:func:`depthtraj.trust.score_defects`, the chunks pass 1 reads: no second read), as
+        ``analyze`` does; they are appended to ``defects`` (a list) and, unless
+        ``allow_defects``, refuse the store before pass 2 (one line naming ``store``); ``kind`` is
+        the store's readout kind (``label`` or ``text``: a positive text score is DT-DATA-008).
 
     Raises
     ------
     ValueError
         for an option out of range, an endpoint or depth not recorded, or no candidate depth.
+    depthtraj.trust.UntrustedStore
+        with ``check_defects`` and not ``allow_defects``, when the scores break a data rule.
 
     Source: `pd:app:prefix-prediction` and `depthtraj exits`; spec/exits.md §2–5. Shapes:
     ``score`` (question, depth, candidate, arrangement, precision), ``gate`` (question, depth,
@@ -779,16 +834,13 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
     """
     import dask
 
-    if folds < 2:
-        raise ValueError(f"--folds must be ≥ 2, got {folds}")
+    check_counts(draws=draws, folds=folds)
     if window < 1:
         raise ValueError(f"--window must be ≥ 1, got {window}")
     if not 0.0 < target < 1.0:
         raise ValueError(f"--target must lie in (0, 1), got {target}")
     if not 0.0 < delta < 1.0:
         raise ValueError(f"--delta must lie in (0, 1), got {delta}")
-    if draws < 0:
-        raise ValueError(f"--bootstrap must be ≥ 0, got {draws}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"--level must lie in (0, 1), got {level}")
     recorded = [int(t) for t in score[L.DEPTH].values]
@@ -800,10 +852,25 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
         gate = gate.sel({L.DEPTH: score[L.DEPTH].values})
     setup = Setup(T=T, T_pos=recorded.index(T), depths=tuple(cand), cpos=tuple(recorded.index(t) for t in cand),
                   window=int(window), rules=tuple(base_rules(window)), folds=int(folds), seed=int(seed),
-                  draws=int(draws), L=_lcm_upto(int(score.sizes[L.ARRANGEMENT])), gate=gate is not None)
+                  draws=int(draws), L=_lcm_upto(int(score.sizes[L.ARRANGEMENT])), gate=gate is not None,
+                  recorded=tuple(t for t in recorded if t <= T))
     precision = [str(p) for p in score[L.PRECISION].values.tolist()]
     with _one_blas():
-        cells, sums, counts, never = dask.compute(threshold_pass(score, setup, gate=gate, by=by))[0]
+        if check_defects:
+            from ...trust import score_defects
+
+            (cells, sums, counts, never), counted = dask.compute(threshold_pass(score, setup, gate=gate, by=by),
+                                                                 score_defects(score))
+        else:
+            cells, sums, counts, never = dask.compute(threshold_pass(score, setup, gate=gate, by=by))[0]
+    if check_defects:
+        from ...trust import UntrustedStore, defect_line, summarize_defects
+
+        found = summarize_defects(score, counted, kind=kind)
+        if defects is not None:
+            defects.extend(found)
+        if found and not allow_defects:
+            raise UntrustedStore(defect_line(store or "the store", found, allowed=False))
     cells = [str(c) for c in cells]
     choice = _choose(sums, counts, cells, precision, setup, target, delta)
     with _one_blas():
@@ -811,7 +878,7 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
     assert [str(c) for c in cells2] == cells
     return ExitEvaluation(setup=setup, cells=cells, precision=precision, sums=sums, counts=counts, never=never,
                           choice=choice, boot=boot, boot_sums=bsums, target=float(target), delta=float(delta),
-                          level=float(level))
+                          level=float(level), arrangements=int(score.sizes[L.ARRANGEMENT]))
 
 
 class _one_blas:

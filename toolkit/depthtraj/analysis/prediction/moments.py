@@ -13,17 +13,22 @@ i and transition anchor j (the fixed depths t_j at which the collection probes r
 
 Readings where the paper is silent (also in ``spec/exits.md`` §9):
 
-* **Energy matching** (``pd:app:eq:energy-match``) is fitted per method and anchor:
-  ``α_j = mean_train ‖y − μ_j‖² / mean_train tr C_j`` over the training questions of anchor j;
-  the means stay fixed, ``C̃_j = α_j C_j``.
+* **Energy matching** (``pd:app:eq:energy-match``): the paper's α_j is one factor per method
+  j, ``α_j = mean_train ‖y − μ_j‖² / mean_train tr C_j`` with both means over the training rows
+  *and anchors* (``pooled``, the default); ``per-anchor`` fits one factor per method and anchor
+  instead. The means stay fixed, ``C̃_j = α_j C_j``.
 * **Moment loss**: the predicted raw second moment ``M̂ = μ μᵀ + C̃`` against the observed outer
-  product: ``L_ij = ‖M̂_ij − y_ij y_ijᵀ‖_F² / Z_j`` with the training normalisation
-  ``Z_j = mean_train ‖y y ᵀ‖_F² = mean_train ‖y‖⁴`` of anchor j; a question's loss is the mean
-  over its anchors ("depths averaged within questions").
+  product: ``L = ‖M̂ − y yᵀ‖_F² / Z`` with the training normalisation
+  ``Z = mean_train ‖y y ᵀ‖_F² = mean_train ‖y‖⁴``, read the same way as α (one Z over the
+  training rows and anchors, or one per anchor); a question's loss is the mean over its anchors
+  ("depths averaged within questions").
 * **Allocation** (``arxiv:sec:allocation``): the residual ``e = y − ȳ_j`` uses the training
-  empirical mean ``ȳ_j`` of anchor j for every method; ``u = 1/√K``, ``A = (uᵀe)²``,
-  ``B = ‖e‖² − A``; ``E_0`` = the training mean of ``A + B`` (over questions and anchors). The
-  geometry predictions are the common share of a predicted covariance,
+  empirical mean ``ȳ_j`` of anchor j for every method, per candidate identity over the training
+  rows that have that candidate; ``u = 1/√K``, ``A = (uᵀe)²``, ``B = ‖e‖² − A``; ``E_0`` = the
+  training mean of ``A + B`` (over questions and anchors). A row with a candidate that no
+  training row has (a K = 5 question among K = 4 training questions) has no ``ȳ`` for it: its
+  ``A``, ``B`` and losses are NaN (undefined), never 0, and the callers exclude and count such
+  questions. The geometry predictions are the common share of a predicted covariance,
   ``p = uᵀ C u / tr C`` (in [0, 1] for a PSD C; 1/K for C = I, the N1 reference).
 
 Every function takes the training rows as a boolean mask or as non-negative row weights
@@ -41,11 +46,13 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "ENERGY_MATCHING",
     "MomentTerms",
     "allocation_loss",
     "allocation_parts",
     "common_share",
     "energy_match",
+    "loss_normalisation",
     "match_energy",
     "matched_loss",
     "moment_loss",
@@ -58,6 +65,11 @@ __all__ = [
     "weighted_mean",
     "weighted_ridge",
 ]
+
+
+#: Readings of the energy matching (and of the loss normalisation Z): ``pooled`` (the paper's
+#: ``α_j`` per method over every training anchor) or ``per-anchor``.
+ENERGY_MATCHING = ("pooled", "per-anchor")
 
 
 def _real(y: np.ndarray) -> np.ndarray:
@@ -131,18 +143,54 @@ def moment_terms(y, mu, C) -> MomentTerms:
                        d2=(C0 ** 2).sum((-2, -1)))
 
 
-def match_energy(energy, trace, train) -> np.ndarray:
-    """α_j = ``mean_train energy / mean_train trace`` per anchor (``pd:app:eq:energy-match``)
-    from per-row terms ``[row, anchor]`` and a training mask or weights ``[row]``.
+def match_energy(energy, trace, train, *, matching: str = "pooled") -> np.ndarray:
+    """α_j of ``pd:app:eq:energy-match`` from per-row terms ``[row, anchor]`` and a training mask
+    or weights ``[row]``: ``mean_train energy / mean_train trace``.
+
+    Args:
+        energy, trace: ``[row, anchor]`` (nats², :class:`MomentTerms`).
+        train: ``[row]`` bool or non-negative weights.
+        matching: ``"pooled"`` (default, the paper's reading: one α per method, both means over
+            the training rows and anchors; returned repeated per anchor) or ``"per-anchor"``
+            (one α per anchor).
+
+    Returns:
+        ``[anchor]`` float64.
 
     Raises:
-        ValueError: no training row, or a mean training trace that is not positive.
+        ValueError: no training row, an unknown ``matching``, or a mean training trace that is not
+            positive.
     """
+    pooled = _pooling(matching)
     e = weighted_mean(energy, train)
     t = weighted_mean(trace, train)
+    if pooled:
+        e, t = np.full_like(e, e.mean()), np.full_like(t, t.mean())
     if not (t > 0).all():
-        raise ValueError("energy matching needs a positive mean training trace of C at every anchor")
+        where = "over the training anchors" if pooled else "at every anchor"
+        raise ValueError(f"energy matching needs a positive mean training trace of C {where}")
     return e / t
+
+
+def loss_normalisation(y4, train, *, matching: str = "pooled") -> np.ndarray:
+    """The training normalisation ``Z = mean_train ‖y‖⁴`` of the moment loss (nats⁴), read as the
+    energy matching is (:func:`match_energy`): pooled over the training rows and anchors
+    (returned repeated per anchor) or per anchor. ``y4`` ``[row, anchor]``; returns ``[anchor]``.
+
+    Raises:
+        ValueError: no training row, an unknown ``matching``, or a Z that is not positive."""
+    Z = weighted_mean(y4, train)
+    if _pooling(matching):
+        Z = np.full_like(Z, Z.mean())
+    if not (Z > 0).all():
+        raise ValueError("the moment loss needs a positive training normalisation Z = mean ‖y‖⁴")
+    return Z
+
+
+def _pooling(matching: str) -> bool:
+    if matching not in ENERGY_MATCHING:
+        raise ValueError(f"energy matching must be one of {', '.join(ENERGY_MATCHING)}, got {matching!r}")
+    return matching == "pooled"
 
 
 def matched_loss(terms: MomentTerms, alpha, Z) -> np.ndarray:
@@ -157,7 +205,7 @@ def matched_loss(terms: MomentTerms, alpha, Z) -> np.ndarray:
     return np.maximum(num, 0.0) / np.asarray(Z, dtype=np.float64)
 
 
-def energy_match(y, mu, C, train) -> np.ndarray:
+def energy_match(y, mu, C, train, *, matching: str = "pooled") -> np.ndarray:
     """Training-energy matching factors α_j (``pd:app:eq:energy-match``).
 
     Args:
@@ -166,6 +214,8 @@ def energy_match(y, mu, C, train) -> np.ndarray:
         C: ``[question, anchor, candidate, candidate]`` predicted covariances (nats²); only the
             real candidates' block is read.
         train: ``[question]`` bool, the training questions (or non-negative weights).
+        matching: ``"pooled"`` (one α over the training questions and anchors, repeated per
+            anchor) or ``"per-anchor"``.
 
     Returns:
         ``[anchor]`` float64: ``α_j = mean_train ‖y − μ_j‖² / mean_train tr C_j``.
@@ -175,14 +225,15 @@ def energy_match(y, mu, C, train) -> np.ndarray:
             requires ``E_train tr(C_j) > 0``).
     """
     t = moment_terms(y, mu, C)
-    return match_energy(t.energy, t.trace, train)
+    return match_energy(t.energy, t.trace, train, matching=matching)
 
 
-def moment_loss(y, mu, C, alpha, train) -> np.ndarray:
+def moment_loss(y, mu, C, alpha, train, *, matching: str = "pooled") -> np.ndarray:
     """Per-question raw-second-moment loss after energy matching (``pd:app:readout-prediction``).
 
-    ``L_ij = ‖μ μᵀ + α_j C − y yᵀ‖_F² / Z_j`` over the real candidates, ``Z_j = mean_train
-    ‖y‖⁴``; the question's loss is the mean of ``L_ij`` over anchors.
+    ``L_ij = ‖μ μᵀ + α_j C − y yᵀ‖_F² / Z_j`` over the real candidates, ``Z = mean_train
+    ‖y‖⁴`` (:func:`loss_normalisation`, read as ``matching``); the question's loss is the mean of
+    ``L_ij`` over anchors.
 
     Args:
         y, mu: ``[question, anchor, candidate]``; C ``[question, anchor, candidate, candidate]``.
@@ -193,7 +244,7 @@ def moment_loss(y, mu, C, alpha, train) -> np.ndarray:
         ``[question]`` float64 (dimensionless).
     """
     t = moment_terms(y, mu, C)
-    return matched_loss(t, alpha, weighted_mean(t.y4, train)).mean(-1)
+    return matched_loss(t, alpha, loss_normalisation(t.y4, train, matching=matching)).mean(-1)
 
 
 def allocation_parts(y, train) -> tuple[np.ndarray, np.ndarray, float]:
@@ -209,7 +260,8 @@ def allocation_parts(y, train) -> tuple[np.ndarray, np.ndarray, float]:
         train: ``[question]`` bool, or non-negative row weights.
 
     Returns:
-        ``A``, ``B`` ``[question, anchor]`` (nats²; 0 on a row without candidates) and ``E_0``
+        ``A``, ``B`` ``[question, anchor]`` (nats²; 0 on a row without candidates; NaN on a row
+        with a candidate that no training row has: its residual is undefined) and ``E_0``
         (nats²).
 
     Raises:
@@ -236,11 +288,15 @@ def allocation_parts(y, train) -> tuple[np.ndarray, np.ndarray, float]:
 
 def allocation_loss(p, A, B, E0: float) -> np.ndarray:
     """The weighted allocation loss ``ℓ(p; A, B) = (A+B)/E_0 · (p − A/(A+B))²``
-    (``pd:app:eq:allocation-loss``), 0 where ``A + B = 0``; elementwise, same shape as ``A``."""
+    (``pd:app:eq:allocation-loss``), 0 where ``A + B = 0`` (whatever ``p``); NaN where ``A`` or
+    ``B`` is NaN (an undefined residual is never a zero loss) or where ``p`` is NaN and
+    ``A + B > 0``; elementwise, same shape as ``A``."""
     p, A, B = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (p, A, B)))
     S = A + B
     share = np.divide(A, S, out=np.zeros_like(S), where=S > 0)
-    return np.where(S > 0, S / E0 * (p - share) ** 2, 0.0)
+    with np.errstate(invalid="ignore"):
+        loss = np.where(S > 0, S / E0 * (p - share) ** 2, 0.0)
+    return np.where(np.isnan(S), np.nan, loss)
 
 
 def two_block_loss(p, A, B, E0: float) -> np.ndarray:

@@ -82,6 +82,8 @@ __all__ = [
     "exit_positions",
     "family_rules",
     "fired_counts",
+    "FOLD_SALT",
+    "fold_mix",
     "fold_of",
     "radius",
     "rule_statistics",
@@ -101,6 +103,22 @@ RANKINGS = {"raw": "raw", "mean": "mean", "quotient": "q"}
 QUANTITIES = ("exit", "work", "disagree", "correct")
 
 _G = 241  # grid size of every rule
+#: The salt of the folds' seed mix: ``mix(seed) = splitmix64(seed ⊕ FOLD_SALT)`` (spec/exits.md §5).
+FOLD_SALT = 0xD1B54A32D192ED03
+_U64 = (1 << 64) - 1
+
+
+def fold_mix(seed: int) -> int:
+    """``mix(seed) = splitmix64(seed ⊕ 0xD1B54A32D192ED03)`` (a 64-bit int): the seed's share of
+    every question-fold assignment of §7 (:func:`fold_of`, and the balanced folds of the moment
+    and allocation tables, :func:`~.readout.balanced_folds`). splitmix64 is the finaliser
+    ``x ← (x ⊕ x≫30)·0xBF58476D1CE4E5B9; x ← (x ⊕ x≫27)·0x94D049BB133111EB; x ⊕ x≫31`` (mod 2⁶⁴).
+
+    Source: spec/exits.md §5."""
+    x = (int(seed) & _U64) ^ FOLD_SALT
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _U64
+    return x ^ (x >> 31)
 
 
 def _log_grid(lo: float, hi: float, descending: bool) -> np.ndarray:
@@ -144,6 +162,44 @@ class Rule:
                "unit": self.unit}
         if self.kind == "prefix":
             out.update(radius=self.radius, window=self.window, aggregation=self.agg)
+        return out
+
+    def recipe(self) -> dict:
+        """The statistic's exact recipe for a serving loop (spec/exits.md §2, §8): which scores it
+        reads, over which depths, and how it combines them. Every "step" and "previous depth" is
+        between consecutive entries of the policy's ``recorded_depths``, never between
+        consecutive recurrence steps when the store skipped some."""
+        scores = ("s_t: the scores of the real candidates at depth t, as stored (the store's `score`, under the "
+                  "policy's readout and normalisation)")
+        winner = ("winner y_t: the lowest candidate identity among the maximisers of s_t; margin m_t = s_t[y_t] − "
+                  "max over b ≠ y_t of s_t[b] (0 under a tie)")
+        out = {"kind": self.kind, "reads": scores, "depths": "recorded_depths up to t (t among candidate_depths)"}
+        if self.kind == "prefix":
+            radius = {"raw": "B_raw(d) = 2 max_k |d_k|", "mean": "B_mean(d) = 2 max_k |d_k − mean(d)|",
+                      "q": "B_q(d) = osc(d) = max_k d_k − min_k d_k"}[self.radius]
+            if self.agg == "step":
+                agg = (f"R(t) = the largest radius of the steps d_v = s_(t_v) − s_(t_(v−1)) between consecutive "
+                       f"recorded depths, over the last {self.window} steps ending at t = t_u (v = max(1, u−"
+                       f"{self.window}+1)..u; fewer at the start; none at the first recorded depth, where the rule "
+                       f"never fires)")
+            else:
+                agg = (f"R(t) = the radius of the displacement s_(t_u) − s_(t_(max(0, u−{self.window}))) over the last "
+                       f"{self.window} recorded steps (fewer at the start; none at the first recorded depth)")
+            out.update(winner=winner, radius=radius, aggregation=agg,
+                       statistic="z(t) = m_t / R(t); +inf when R(t) = 0 < m_t; 0 when m_t = 0")
+        elif self.kind == "kl":
+            out.update(statistic="KL(p_t || p_prev) = sum_k p_t[k] (log p_t[k] − log p_prev[k]) (nats), p = softmax "
+                                 "of the real candidates' scores, prev = the previous recorded depth; none at the "
+                                 "first recorded depth")
+        elif self.kind == "ouro":
+            out.update(reads="lambda_s: the model's exit gate (Ouro's λ) at the answer position, at the recorded "
+                             "depths s ≤ t",
+                       statistic="F_t = 1 − prod over recorded s ≤ t of (1 − lambda_s): the gates of depths the "
+                                 "store did not record are not in the product")
+        elif self.kind == "max_prob":
+            out.update(statistic="max_k p_t[k], p = softmax of the real candidates' scores at depth t")
+        elif self.kind == "margin":
+            out.update(winner=winner, statistic="m_t (nats)")
         return out
 
 
@@ -206,6 +262,8 @@ def fold_of(keys, folds, seed):
     (:func:`~..core.bootstrap.question_keys`): a function of (seed, key) only, so a question
     has its fold whatever the chunking, store or arm (every arrangement and arm of a question
     in one fold).
+
+    ``fold = splitmix64(key ⊕ mix(seed)) mod folds`` (:func:`fold_mix`).
 
     Source: `pd:app:prefix-prediction` (question-level folds); spec/exits.md §5."""
     out = np.empty(keys.shape[0], dtype=np.int64)

@@ -9,7 +9,10 @@ the unnormalised F2/F3 sum), and three predictions of its moments:
 
 * **N1** — ``μ = 0``, ``C = I`` on the real candidates (independent equal-variance innovations on
   the candidates' logits);
-* **linear N2** — ``μ = 0``, ``C = probe_jjt`` (``J Jᵀ``);
+* **linear N2** — ``μ = 0``, ``C = σ² · probe_jjt`` (``σ² J Jᵀ``: the linear propagation of the
+  same innovations ``σ r``, ``Cov(σ r) = σ² I``, that the nonlinear draws use; ``σ`` is the row's
+  ``probe_sigma``, so both N2 methods share the observation map and the scale of the innovation,
+  and "Nonlinear − linear N2" measures nonlinearity, not a per-question σ² reweighting);
 * **nonlinear N2** — ``μ = probe_nl_mean``, ``C = probe_nl_moment − μ μᵀ``.
 
 The evaluation (``spec/exits.md`` §9, every reading where the paper is silent):
@@ -24,13 +27,20 @@ The evaluation (``spec/exits.md`` §9, every reading where the paper is silent):
   questions are ordered by a hash of (seed, question id) and dealt to folds ``0, 1, …, F−1, 0,
   …`` (F = 4: with 32 questions, 24 training and 8 held out per fold, as in the paper); all
   anchors, arrangements and arms of a question share its fold, whatever the chunking.
-* **Fits on the training fold** (:mod:`.moments`): ``α_j`` per method and anchor and ``Z_j``
-  (energy matching, ``pd:app:eq:energy-match``); ``ȳ_j``, ``E_0``, the constant comparator (the
+* **Fits on the training fold** (:mod:`.moments`): ``α_j`` per method over the training rows and
+  anchors, and ``Z`` likewise (energy matching, ``pd:app:eq:energy-match``; ``energy_matching=
+  "per-anchor"`` fits both per anchor); ``ȳ_j``, ``E_0``, the constant comparator (the
   training ratio of sums), the weighted ridge on the standardised linear-N2 common share (unit
   slope penalty, unpenalised intercept). The nonlinear-geometry prediction is the common share
   ``uᵀCu / tr C`` of the nonlinear covariance (no fit). All allocation predictions lie in [0, 1].
   ``allocation_loss="two-block"`` uses ℓ₂ instead: constant ``Π_[0,1] p_0`` and the ridge fitted
   under ℓ₂.
+* **Mixed K** (``arxiv:sec:allocation`` uses one training mean ``ȳ`` per candidate): ``ȳ_j[k]`` is
+  the mean over the training rows that have candidate k (candidate identity, the store's
+  ``candidate`` axis). A held-out question with a candidate that no training question of its fold
+  has (a K = 5 question among K = 4 ones) has no residual: it is **excluded** from that (cell, arm)'s
+  allocation table, under either loss, and counted (``excluded`` in the row and the CSV/JSON, with
+  the reason); it stays in the moment table, which needs no ``ȳ``.
 * **Held-out losses** per question (each question held out once) and **paired differences**
   ``d_i`` (Linear N2 − N1, Nonlinear N2 − N1, Nonlinear − Linear N2; Nonlinear geometry −
   constant, Weighted ridge − constant); the estimate is the mean of ``d_i`` over the cell's
@@ -56,10 +66,12 @@ import numpy as np
 
 from ... import layout as L
 from . import moments as M
+from .prefix import fold_mix
 
 __all__ = [
     "ALLOCATION_LOSSES",
     "ALLOCATION_DIFFS",
+    "ENERGY_MATCHING",
     "DEFAULT_FOLDS",
     "MOMENT_DIFFS",
     "MOMENT_METHODS",
@@ -84,6 +96,7 @@ MOMENT_DIFFS = (("linear", "n1"), ("nonlinear", "n1"), ("nonlinear", "linear"))
 ALLOCATION_METHODS = ("constant", "nonlinear", "ridge")
 ALLOCATION_DIFFS = (("nonlinear", "constant"), ("ridge", "constant"))
 ALLOCATION_LOSSES = ("weighted", "two-block")
+ENERGY_MATCHING = M.ENERGY_MATCHING
 #: Target bytes of one question chunk of probe and score data (float64).
 CHUNK_BYTES = 8 * 2**20
 #: Questions per block of the bootstrap's weight matrix.
@@ -128,22 +141,24 @@ def _probes_meta(ds) -> dict | None:
 
 def has_probes(ds) -> bool:
     """Whether the store Dataset declares ``attrs.probes`` and carries the probe variables the
-    tables read (``probe_jjt``, ``probe_nl_mean``, ``probe_nl_moment``) with the ``anchor``
-    coordinate."""
+    tables read (``probe_sigma``, ``probe_jjt``, ``probe_nl_mean``, ``probe_nl_moment``) with the
+    ``anchor`` coordinate."""
     return (_probes_meta(ds) is not None and L.ANCHOR in ds.coords
-            and all(n in ds.variables for n in ("probe_jjt", "probe_nl_mean", "probe_nl_moment")))
+            and all(n in ds.variables for n in ("probe_sigma", "probe_jjt", "probe_nl_mean", "probe_nl_moment")))
 
 
-def _chunk_terms(s2, mu, jjt, mom, K, A_q, *, J: int):
+def _chunk_terms(s2, sigma, mu, jjt, mom, K, A_q, *, J: int):
     """One question chunk → ``(terms, share, y, valid)`` (see :class:`ReadoutInputs`).
 
     ``s2`` ``[q, 2J, candidate, arrangement, arm]`` the score at the anchors then at the anchors
-    + 1; ``mu`` ``[q, J, candidate, arrangement, arm]``; ``jjt``, ``mom`` ``[q, J, candidate,
-    candidate2, arrangement, arm]``; ``K``, ``A_q`` ``[q]``."""
+    + 1; ``sigma`` ``[q, J, arrangement, arm]``; ``mu`` ``[q, J, candidate, arrangement, arm]``;
+    ``jjt``, ``mom`` ``[q, J, candidate, candidate2, arrangement, arm]``; ``K``, ``A_q`` ``[q]``.
+    The linear-N2 covariance is ``σ² J Jᵀ``."""
     s2 = np.asarray(s2, dtype=np.float64)
     y = np.moveaxis(s2[:, J:] - s2[:, :J], (3, 4), (1, 2))  # [q, a, p, J, K]
+    sig = np.moveaxis(np.asarray(sigma, dtype=np.float64), (2, 3), (1, 2))  # [q, a, p, J]
     mu = np.moveaxis(np.asarray(mu, dtype=np.float64), (3, 4), (1, 2))
-    jjt = np.moveaxis(np.asarray(jjt, dtype=np.float64), (4, 5), (1, 2))  # [q, a, p, J, K, K]
+    jjt = np.moveaxis(np.asarray(jjt, dtype=np.float64), (4, 5), (1, 2)) * (sig ** 2)[..., None, None]  # [q, a, p, J, K, K]
     mom = np.moveaxis(np.asarray(mom, dtype=np.float64), (4, 5), (1, 2))
     q, n_arr, P, _, k = y.shape
     K = np.asarray(K, dtype=np.int64)
@@ -154,7 +169,8 @@ def _chunk_terms(s2, mu, jjt, mom, K, A_q, *, J: int):
     rm = pair[:, None, None, None, :, :]
     with np.errstate(invalid="ignore"):
         finite = (np.where(rv, np.isfinite(y) & np.isfinite(mu), True).all((-2, -1))
-                  & np.where(rm, np.isfinite(jjt) & np.isfinite(mom), True).all((-3, -2, -1)))
+                  & np.where(rm, np.isfinite(jjt) & np.isfinite(mom), True).all((-3, -2, -1))
+                  & np.isfinite(sig).all(-1))
     valid = finite & (np.arange(n_arr)[None, :] < A_q[:, None])[:, :, None] & (K > 0)[:, None, None]
     on = rv & valid[..., None, None]
     y = np.where(on, y, np.nan)
@@ -177,7 +193,7 @@ def _chunk_terms(s2, mu, jjt, mom, K, A_q, *, J: int):
 def _rows_per_chunk(P: int, n_arr: int, J: int, k: int) -> int:
     """Questions per chunk: the largest power of two whose float64 probe and score rows fit in
     :data:`CHUNK_BYTES` (the chunk's working copies are a few times that)."""
-    per_q = 8 * n_arr * P * J * (3 * k * k + 4 * k)
+    per_q = 8 * n_arr * P * J * (3 * k * k + 4 * k + 1)
     fit = max(1, CHUNK_BYTES // max(per_q, 1))
     return 1 << (fit.bit_length() - 1)
 
@@ -187,8 +203,8 @@ def readout_inputs(ds, *, by: str = "task") -> ReadoutInputs | str:
     reason the store cannot support the tables.
 
     Args:
-        ds: the store Dataset (lazy or in memory): the probe variables (``probe_jjt``,
-            ``probe_nl_mean``, ``probe_nl_moment``), the ``anchor`` coordinate, the probed
+        ds: the store Dataset (lazy or in memory): the probe variables (``probe_sigma``,
+            ``probe_jjt``, ``probe_nl_mean``, ``probe_nl_moment``), the ``anchor`` coordinate, the probed
             score variable named by ``attrs['depthtraj']['probes']['score']``, ``n_candidates``
             and, if present, ``arrangement_order`` (A_q) and the ``by`` coordinate.
         by: the per-question coordinate of the cells (absent: one cell ``'all'``).
@@ -215,6 +231,7 @@ def readout_inputs(ds, *, by: str = "task") -> ReadoutInputs | str:
     J = len(anchors)
     idx = [depths[t] for t in anchors] + [depths[t + 1] for t in anchors]
     S = ds[score].transpose(*L.SCORE_DIMS).isel({L.DEPTH: idx})
+    sigma = ds["probe_sigma"].transpose(*L.PROBE_SCALAR_DIMS)
     mu = ds["probe_nl_mean"].transpose(*L.PROBE_VECTOR_DIMS)
     jjt = ds["probe_jjt"].transpose(*L.PROBE_MATRIX_DIMS)
     mom = ds["probe_nl_moment"].transpose(*L.PROBE_MATRIX_DIMS)
@@ -236,7 +253,7 @@ def readout_inputs(ds, *, by: str = "task") -> ReadoutInputs | str:
         d = x.data if isinstance(x.data, da.Array) else da.from_array(np.asarray(x.values), chunks=-1)
         return d.rechunk({0: rows, **{i: -1 for i in range(1, d.ndim)}})
 
-    arrays = [lazy(x) for x in (S, mu, jjt, mom)]
+    arrays = [lazy(x) for x in (S, sigma, mu, jjt, mom)]
     qchunks = arrays[0].chunks[0]
     bounds = np.concatenate([[0], np.cumsum(qchunks)]).astype(np.int64)
     run = dask.delayed(_chunk_terms, pure=True)
@@ -258,17 +275,17 @@ def readout_inputs(ds, *, by: str = "task") -> ReadoutInputs | str:
 # folds and the bootstrap
 # ----------------------------------------------------------------------------------------------
 def _mix(keys, seed: int) -> np.ndarray:
-    """splitmix64 of ``key ^ mix(seed)`` (vectorised; the fold order of :func:`balanced_folds`)."""
-    x = np.asarray(keys, dtype=np.uint64) ^ np.uint64((int(seed) * 0x9E3779B97F4A7C15 + 0x7F4A7C15) % 2**64)
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """``splitmix64(key ⊕ mix(seed))`` (vectorised; :func:`~.prefix.fold_mix`, the mix of every §7
+    fold assignment): the order in which :func:`balanced_folds` deals the questions."""
+    from ..core.bootstrap import splitmix64
+
+    return splitmix64(np.asarray(keys, dtype=np.uint64) ^ np.uint64(fold_mix(seed)))
 
 
 def balanced_folds(keys, folds: int, seed: int) -> np.ndarray:
     """Balanced question folds ``[question]`` int64 in ``0..folds−1``: the questions ordered by
-    a hash of (seed, key) (ties: by position) and dealt round-robin, so fold sizes differ by at
+    ``splitmix64(key ⊕ mix(seed))`` (:func:`~.prefix.fold_mix`; ties: by key) and dealt
+    round-robin, so fold sizes differ by at
     most one and a question's fold depends only on the seed and the set of questions (not on
     chunking, order in the store, arm or arrangement).
 
@@ -309,9 +326,13 @@ class CellResult:
     """One (cell, arm) of one table: ``questions`` (indices into the store) with their per-
     question held-out losses ``losses`` ``[question, method]`` and folds, the paired ``diffs``
     ``{name: (estimate, lo, hi)}``, the mean losses ``means`` ``{method: (estimate, lo, hi)}``,
-    the ``fits`` per fold, or a ``note`` saying why it could not be computed."""
+    the ``fits`` per fold, or a ``note`` saying why it could not be computed. ``excluded`` lists
+    the ids of questions left out of this table (allocation: a candidate no training question of
+    the fold has) and ``excluded_why`` the reason; ``n`` counts the questions kept."""
 
     n: int = 0
+    excluded: list = field(default_factory=list)
+    excluded_why: str = ""
     questions: np.ndarray | None = None
     folds: np.ndarray | None = None
     losses: np.ndarray | None = None
@@ -339,6 +360,7 @@ class ReadoutPrediction:
     loss: str
     moment: dict
     allocation: dict
+    energy_matching: str = "pooled"
 
 
 def _summaries(res: CellResult, methods, diffs, keys, draws, seed, level) -> None:
@@ -361,7 +383,15 @@ def _summaries(res: CellResult, methods, diffs, keys, draws, seed, level) -> Non
         target[name] = (float(point[i]), float(lo[i]), float(hi[i]))
 
 
-def _cell_arm(inp: ReadoutInputs, qs: np.ndarray, fold: np.ndarray, p: int, F: int, loss: str):
+#: Why a question is left out of the allocation table (spec/exits.md §9): mixed K, and a
+#: prediction without a common share (a zero predicted covariance where the residual is not 0).
+NO_TRAINING_CANDIDATE = ("a candidate that no training question of its fold has (mixed K): the training mean ȳ, "
+                         "and so its residual, is undefined")
+NO_PREDICTION = "a zero predicted covariance (tr C = 0): no common share to predict with"
+
+
+def _cell_arm(inp: ReadoutInputs, qs: np.ndarray, fold: np.ndarray, p: int, F: int, loss: str,
+              matching: str = "pooled"):
     """The held-out per-question losses of one (cell, arm): ``(moment CellResult, allocation
     CellResult)`` without their summaries."""
     valid = inp.valid[qs, :, p]  # [n, A]
@@ -385,8 +415,9 @@ def _cell_arm(inp: ReadoutInputs, qs: np.ndarray, fold: np.ndarray, p: int, F: i
     rowfold = fold[rowq]
     mloss = np.full((n, len(MOMENT_METHODS)), np.nan)
     aloss = np.full((n, len(ALLOCATION_METHODS)), np.nan)
+    no_mean = np.zeros(n, dtype=bool)  # held out with a candidate no training question of the fold has
     mfits = {"alpha": np.full((F, len(MOMENT_METHODS), len(inp.anchors)), np.nan),
-             "Z": np.full((F, len(inp.anchors)), np.nan)}
+             "Z": np.full((F, len(inp.anchors)), np.nan), "matching": matching}
     afits = {"E0": np.full(F, np.nan), "constant": np.full(F, np.nan), "ridge": np.full((F, 2), np.nan)}
 
     def per_question(rowloss, test):
@@ -402,13 +433,11 @@ def _cell_arm(inp: ReadoutInputs, qs: np.ndarray, fold: np.ndarray, p: int, F: i
             continue
         if not mom.note:
             try:
-                Z = M.weighted_mean(terms[:, :, 0, 2], wtrain)
-                if not (Z > 0).all():
-                    raise ValueError("the moment loss needs a positive training normalisation Z_j = mean ‖y‖⁴")
+                Z = M.loss_normalisation(terms[:, :, 0, 2], wtrain, matching=matching)
                 mfits["Z"][f] = Z
                 for m in range(len(MOMENT_METHODS)):
                     t = M.MomentTerms(*(terms[:, :, m, i] for i in range(len(_TERMS))))
-                    alpha = M.match_energy(t.energy, t.trace, wtrain)
+                    alpha = M.match_energy(t.energy, t.trace, wtrain, matching=matching)
                     mfits["alpha"][f, m] = alpha
                     mloss[held, m] = per_question(M.matched_loss(t, alpha, Z), test)[held]
             except ValueError as exc:
@@ -417,6 +446,7 @@ def _cell_arm(inp: ReadoutInputs, qs: np.ndarray, fold: np.ndarray, p: int, F: i
             try:
                 A, B, E0 = M.allocation_parts(y, wtrain)
                 afits["E0"][f] = E0
+                no_mean[held] = per_question(np.where(np.isnan(A), 1.0, 0.0), test)[held] > 0
                 if loss == "weighted":
                     const = M.training_constant(A, B, wtrain)
                     a, b, pr = M.ridge_allocation(share[..., 0], A, B, E0, wtrain)
@@ -433,11 +463,26 @@ def _cell_arm(inp: ReadoutInputs, qs: np.ndarray, fold: np.ndarray, p: int, F: i
                 alloc.note = f"fold {f}: {exc}"
     mom.losses, alloc.losses = mloss, aloss
     mom.fits, alloc.fits = mfits, afits
+    if not alloc.note:
+        # a held-out question whose residual is undefined (a candidate no training question of its
+        # fold has) has NaN losses: left out of the allocation table and counted, never a 0 loss
+        out = np.isnan(aloss).any(axis=1)
+        if out.any():
+            alloc.excluded = [str(q) for q in inp.ids[qs[out]]]
+            alloc.excluded_why = "; ".join(
+                why for why, hit in ((NO_TRAINING_CANDIDATE, (out & no_mean).any()), (NO_PREDICTION, (out & ~no_mean).any()))
+                if hit)
+            keep = ~out
+            alloc.questions, alloc.folds, alloc.losses = qs[keep], fold[keep], aloss[keep]
+            alloc.n = int(keep.sum())
+            if alloc.n == 0:
+                alloc.note = f"every question has {NO_TRAINING_CANDIDATE}"
     return mom, alloc
 
 
 def evaluate_readout(inp: ReadoutInputs, *, folds: int = DEFAULT_FOLDS, seed: int = 0, draws: int = 2000,
-                     level: float = 0.95, allocation_loss: str = "weighted") -> ReadoutPrediction:
+                     level: float = 0.95, allocation_loss: str = "weighted",
+                     energy_matching: str = "pooled") -> ReadoutPrediction:
     """The held-out moment and allocation evaluations of :class:`ReadoutInputs` per cell and arm
     (see the module docstring).
 
@@ -448,13 +493,15 @@ def evaluate_readout(inp: ReadoutInputs, *, folds: int = DEFAULT_FOLDS, seed: in
         draws: bootstrap draws (0: point estimates only).
         level: interval level in (0, 1).
         allocation_loss: ``"weighted"`` (``pd:app:eq:allocation-loss``) or ``"two-block"`` (ℓ₂).
+        energy_matching: ``"pooled"`` (the paper's α_j: one factor per method over the training
+            rows and anchors, and one loss normalisation Z) or ``"per-anchor"``.
 
     Returns:
         :class:`ReadoutPrediction`; a (cell, arm) that cannot be fitted (too few questions, a
         zero training trace or residual energy) carries a ``note`` instead of numbers.
 
     Raises:
-        ValueError: ``folds`` < 2 or an unknown ``allocation_loss``.
+        ValueError: ``folds`` < 2, an unknown ``allocation_loss`` or ``energy_matching``.
     """
     from ..core.bootstrap import question_keys
 
@@ -462,6 +509,8 @@ def evaluate_readout(inp: ReadoutInputs, *, folds: int = DEFAULT_FOLDS, seed: in
         raise ValueError(f"the moment and allocation tables need at least 2 question folds, got {folds}")
     if allocation_loss not in ALLOCATION_LOSSES:
         raise ValueError(f"allocation_loss must be one of {', '.join(ALLOCATION_LOSSES)}, got {allocation_loss!r}")
+    if energy_matching not in ENERGY_MATCHING:
+        raise ValueError(f"energy_matching must be one of {', '.join(ENERGY_MATCHING)}, got {energy_matching!r}")
     F = int(folds)
     keys = question_keys(inp.ids)
     cells = list(dict.fromkeys(inp.cells.tolist()))
@@ -470,7 +519,7 @@ def evaluate_readout(inp: ReadoutInputs, *, folds: int = DEFAULT_FOLDS, seed: in
         qs = np.flatnonzero(inp.cells == cell)
         fold = balanced_folds(keys[qs], F, seed)
         for p in range(len(inp.precision)):
-            mom, alloc = _cell_arm(inp, qs, fold, p, F, allocation_loss)
+            mom, alloc = _cell_arm(inp, qs, fold, p, F, allocation_loss, energy_matching)
             for res, methods, diffs in ((mom, MOMENT_METHODS, MOMENT_DIFFS),
                                         (alloc, ALLOCATION_METHODS, ALLOCATION_DIFFS)):
                 if not res.note:
@@ -478,4 +527,5 @@ def evaluate_readout(inp: ReadoutInputs, *, folds: int = DEFAULT_FOLDS, seed: in
             moment[(ci, p)], allocation[(ci, p)] = mom, alloc
     return ReadoutPrediction(cells=cells, precision=list(inp.precision), anchors=list(inp.anchors), label=inp.label,
                              score=inp.score, folds=F, seed=int(seed), draws=int(draws), level=float(level),
-                             loss=allocation_loss, moment=moment, allocation=allocation)
+                             loss=allocation_loss, moment=moment, allocation=allocation,
+                             energy_matching=energy_matching)

@@ -13,7 +13,9 @@ allocation tables read the probe variables in one further lazy pass (:mod:`.read
 store (under the stored or ``sum`` normalisation of a text store: the probes are of the
 unnormalised ``logprob_sum``); ``analyze_store(..., allocation_loss="two-block")`` (``analyze`` /
 ``report --allocation-loss two-block``) switches the allocation table to the two-block loss ℓ₂,
-``readout_folds=F`` (``--readout-folds``) the number of question folds (default 4).
+``readout_folds=F`` (``--readout-folds``) the number of question folds (default 4),
+``energy_matching="per-anchor"`` (``--energy-matching per-anchor``) fits α and Z per anchor
+instead of the paper's one α per method over the training anchors.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def readout_of(ctx):
             return inp
         return evaluate_readout(inp, folds=int(ctx.options.get("readout_folds") or DEFAULT_FOLDS), seed=ctx.seed,
                                 draws=ctx.res.draws, level=ctx.level,
-                                allocation_loss=ctx.options.get("allocation_loss") or "weighted")
+                                allocation_loss=ctx.options.get("allocation_loss") or "weighted",
+                                energy_matching=ctx.options.get("energy_matching") or "pooled")
 
     return ctx.cached("prediction.readout", make)
 

@@ -249,6 +249,10 @@ def _readout_rows(pred, results: dict, methods, diffs, prefix: str, fits, *, sto
     for (ci, p), res in results.items():
         row = {"store": store, "model": model, "readout": readout, by: pred.cells[ci], "score": pred.label,
                "precision": pred.precision[p], "N": int(res.n)}
+        if res.excluded:
+            row["excluded"] = len(res.excluded)
+            row["excluded_ids"] = " ".join(res.excluded)
+            row["excluded_why"] = res.excluded_why
         if res.note:
             row["note"] = res.note
         else:
@@ -266,13 +270,31 @@ def _setup_text(pred) -> str:
             f"question folds (seed {pred.seed}), held-out per-question losses")
 
 
+def _matching_text(pred) -> str:
+    if pred.energy_matching == "pooled":
+        return "one α per method and one Z over the training anchors (pd:app:eq:energy-match)"
+    return "α and Z per method and anchor (--energy-matching per-anchor)"
+
+
+def _excluded_columns(rows) -> list[Column]:
+    """The count of questions a table left out, with their ids and the reason (CSV/JSON)."""
+    if not any(r.get("excluded") for r in rows):
+        return []
+    return [Column("excluded", "Excluded", kind="int", group="value",
+                   description="questions left out of this row (see excluded_why)"),
+            Column("excluded_ids", "Excluded ids", kind="str", group="value", show=False),
+            Column("excluded_why", "Why excluded", kind="str", group="value", show=False)]
+
+
 def moment_table(pred, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
     """``pd:app:tab:moment-prediction`` from a :class:`~.readout.ReadoutPrediction`: one row per
     cell × arm with the held-out mean per-question raw-second-moment loss of N1, linear N2 and
     nonlinear N2 after training-energy matching (dimensionless: ``‖M̂ − yyᵀ‖_F² / Z_j``) and
     the paired differences Linear N2 − N1, Nonlinear N2 − N1, Nonlinear − Linear N2 (negative
     favours the first-named), each with its whole-question interval (fits held fixed), and the
-    energy-matching factors α averaged over folds and anchors (CSV/JSON)."""
+    energy-matching factors α averaged over folds and anchors (CSV/JSON). Linear N2 is
+    ``σ² J Jᵀ``; α and Z are pooled over the training anchors unless the prediction was made
+    with ``energy_matching="per-anchor"`` (the title says which)."""
     cols = _readout_keys(by)
     for m in ("n1", "linear", "nonlinear"):
         cols.append(Column(f"loss_{m}", f"{_MOMENT_TITLES[m]} loss", "", True, group="value", digits=4,
@@ -295,7 +317,8 @@ def moment_table(pred, *, store: str, model: str, readout: str = "F1", by: str =
                          store=store, model=model, readout=readout, by=by)
     if any("note" in r for r in rows):
         cols.append(Column("note", "Not computed", kind="str", group="value"))
-    title = f"Moment prediction with matched energy (pd:app:tab:moment-prediction): {_setup_text(pred)}"
+    title = (f"Moment prediction with matched energy (pd:app:tab:moment-prediction): {_setup_text(pred)}; "
+             f"{_matching_text(pred)}; linear N2 = σ² J Jᵀ")
     return Table("moment_prediction", title, cols, rows,
                  groups={"value": "held-out losses after training-energy matching",
                          "diff": "paired differences (negative favours the first-named)"})
@@ -308,7 +331,9 @@ def allocation_table(pred, *, store: str, model: str, readout: str = "F1", by: s
     dimensionless) of the training constant, the nonlinear geometry (common share of the
     nonlinear covariance) and the weighted ridge on the standardised linear-N2 share, the paired
     differences Nonlinear geometry − constant and Weighted ridge − constant (negative favours the
-    candidate) with whole-question intervals, and the fitted constant and ridge (CSV/JSON)."""
+    candidate) with whole-question intervals, and the fitted constant and ridge (CSV/JSON).
+    Questions left out (a candidate no training question of the fold has, spec/exits.md §9) are
+    counted in ``excluded`` with their ids and the reason."""
     cols = _readout_keys(by)
     for m in ("constant", "nonlinear", "ridge"):
         cols.append(Column(f"loss_{m}", f"{_ALLOCATION_TITLES[m]} loss", "", True, group="value", digits=5,
@@ -333,6 +358,7 @@ def allocation_table(pred, *, store: str, model: str, readout: str = "F1", by: s
     rows = _readout_rows(pred, pred.allocation, ("constant", "nonlinear", "ridge"),
                          (("nonlinear", "constant"), ("ridge", "constant")), "d", fits,
                          store=store, model=model, readout=readout, by=by)
+    cols += _excluded_columns(rows)
     if any("note" in r for r in rows):
         cols.append(Column("note", "Not computed", kind="str", group="value"))
     loss = "weighted loss (pd:app:eq:allocation-loss)" if pred.loss == "weighted" else "two-block loss ℓ₂"
