@@ -729,6 +729,13 @@ def _(p):
     g["exit_gate"][1, 0, 2, 0] = np.inf
 
 
+@case("invalid", "data_011_exit_gate_above_one", "exit_gate is 1.5 at one cell of a used arrangement (a probability "
+      "above 1: Ouro's CDF would exceed 1).", ("DT-DATA-011",))
+def _(p):
+    g = _balanced(p)
+    g["exit_gate"][1, 0, 2, 0] = 1.5
+
+
 @case("invalid", "data_014_greedy_past_k", "greedy is 1 past K (q=4, K=3, candidate 4).", ("DT-DATA-014",))
 def _(p):
     g = _balanced(p)
@@ -767,6 +774,24 @@ def _(p):
     g = _probed(p)
     a = _attrs(g)
     a["probes"]["anchors"] = [1, 3]
+    _set_attrs(g, a)
+
+
+@case("invalid", "attr_003_probe_anchors_float", "attrs.probes.anchors written as whole-number floats [1.0, 2.0] "
+      "(JSON integers required: the anchor check would read no integers).", ("DT-ATTR-003",), level="structure")
+def _(p):
+    g = _probed(p)
+    a = _attrs(g)
+    a["probes"]["anchors"] = [1.0, 2.0]
+    _set_attrs(g, a)
+
+
+@case("invalid", "attr_003_probe_score_not_readout", "A text store whose attrs.probes.score names the normalised "
+      "'score' instead of the readout's own logprob_sum.", ("DT-ATTR-003",), level="structure")
+def _(p):
+    g = _base(p, readout="text", normalization="sum", probes=(1, 2))
+    a = _attrs(g)
+    a["probes"]["score"] = "score"
     _set_attrs(g, a)
 
 

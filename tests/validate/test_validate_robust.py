@@ -44,6 +44,16 @@ def base(tmp_path_factory) -> str:
     return write_store(tmp_path_factory.mktemp("robust") / "base.zarr", 8, k_mix=(3, 4), arrangements=2)
 
 
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory) -> str:
+    """A conforming label store with the format-1.1 content: the §7 probes at anchors 1, 2 and an
+    exit gate; 8 questions in chunks of 3, K in {3, 4}, 2 arrangements, 2 arms."""
+    from conftest import write_store
+
+    return write_store(tmp_path_factory.mktemp("robust11") / "probed.zarr", 8, k_mix=(3, 4), arrangements=2,
+                       precision=("bf16", "fp32"), probes=(1, 2), optional=("exit_gate",))
+
+
 def _copy(base: str, tmp: Path) -> str:
     dst = tmp / f"s{len(list(tmp.iterdir()))}.zarr"
     shutil.copytree(base, dst)
@@ -121,13 +131,26 @@ def test_attrs_are_checked_with_the_schemas_types(base, tmp_path, field, value):
     assert not _schema_accepts(json.loads((Path(p) / "zarr.json").read_text())["attributes"]["depthtraj"])
 
 
-def test_integral_float_endpoint_is_an_integer_and_still_checked(base, tmp_path):
-    # JSON Schema's integer: 4.0 is the integer 4 (the schema accepts it, so does the validator),
-    # and the structure level compares it with the last depth (3): DT-STRUCT-005.
+def test_integral_float_endpoint_is_not_an_integer(base, tmp_path):
+    # JSON Schema 2020-12 counts 4.0 as the integer 4; the store's integers MUST be JSON integers
+    # (DT-ATTR-003): a whole-number float slipped past the rules that read integers (issue 30:
+    # probe anchors [4.0, 99.0] skipped DT-STRUCT-013's anchor check).
     p = _copy(base, tmp_path)
-    _edit_attrs(p, lambda a: {**a, "depthtraj": {**a["depthtraj"], "endpoint": 4.0}})
+    _edit_attrs(p, lambda a: {**a, "depthtraj": {**a["depthtraj"], "endpoint": 3.0}})
     report = validate_store(p, level="structure")
-    assert "DT-ATTR-003" not in _rules(report) and "DT-STRUCT-005" in _rules(report)
+    assert any(f.rule == "DT-ATTR-003" and f.path == "attrs.depthtraj.endpoint" for f in report.findings)
+
+
+def test_float_probe_anchors_are_refused_not_skipped(probed, tmp_path):
+    p = _copy(probed, tmp_path)
+
+    def edit(a):
+        a["depthtraj"]["probes"]["anchors"] = [1.0, 99.0]
+        return a
+
+    _edit_attrs(p, edit)
+    report = validate_store(p, level="data")
+    assert any(f.rule == "DT-ATTR-003" and "anchors" in f.path for f in report.findings), report.findings
 
 
 @pytest.mark.parametrize("name", ["seed", "subject", "label", "candidate_text", "complete", "score"])
@@ -146,10 +169,17 @@ def test_undecodable_chunks_are_named(base, tmp_path, name):
 # the oracle, from spec/v1/rules.md
 # ------------------------------------------------------------------------------------------------
 def _schema_accepts(doc) -> bool:
-    """DT-ATTR-003's schema half: the committed schema file, JSON Schema 2020-12 with formats."""
+    """DT-ATTR-003's schema half: the committed schema file, JSON Schema 2020-12 with formats,
+    integers written as JSON integers (rules.md: "not `4.0`")."""
     import jsonschema
 
-    v = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    draft = jsonschema.Draft202012Validator
+
+    def json_integer(_checker, x):
+        return type(x) is int
+
+    cls = jsonschema.validators.extend(draft, type_checker=draft.TYPE_CHECKER.redefine("integer", json_integer))
+    v = cls(SCHEMA, format_checker=draft.FORMAT_CHECKER)
     try:
         return v.is_valid({**doc, "format_version": "1.0.0"})
     except RecursionError:
@@ -193,8 +223,10 @@ def _drop_unknown(doc):
 
 
 def _model_rules_hold(a: dict) -> bool:
-    """The v1 model's rules the schema cannot state (spec §2): unique arm and task names, label
-    readouts with normalization 'none' and text readouts without it."""
+    """The v1 model's rules the schema cannot state (rules.md DT-ATTR-003): unique arm and task
+    names, label readouts with normalization 'none' and text readouts without it, strictly
+    increasing positive probe anchors, and ``probes.score`` naming the readout's own score
+    (``score`` for label, ``logprob_sum`` for text readouts)."""
     try:
         arms = [x["name"] for x in a["precision"]]
         tasks = [x["name"] for x in a["tasks"]]
@@ -205,7 +237,14 @@ def _model_rules_hold(a: dict) -> bool:
             return False
         if r["kind"] == "text" and r["normalization"] == "none":
             return False
-    except (KeyError, TypeError, AttributeError):
+        probes = a.get("probes")
+        if isinstance(probes, dict):
+            anchors = probes["anchors"]
+            if anchors[0] < 1 or any(y <= x for x, y in zip(anchors, anchors[1:])):
+                return False
+            if probes["score"] != ("score" if r["kind"] == "label" else "logprob_sum"):
+                return False
+    except (KeyError, TypeError, AttributeError, IndexError):
         return True  # the schema half reports the shape
     return True
 
@@ -218,7 +257,10 @@ _LEAVES = [("format_version",), ("endpoint",), ("created",), ("device",), ("note
            ("readout", "prompt_template", "id"), ("model", "name"), ("model", "family"),
            ("model", "adapter", "version"), ("seeds", "base"), ("seeds", "scheme"), ("precision",),
            ("precision", 0, "name"), ("precision", 0, "head_dtype"), ("tasks",), ("tasks", 0, "name"),
-           ("software",), ("software", "depthtraj"), ("model",), ("readout",), ("unknown_key",)]
+           ("software",), ("software", "depthtraj"), ("model",), ("readout",), ("unknown_key",),
+           # format 1.1
+           ("probes",), ("probes", "anchors"), ("probes", "anchors", 0), ("probes", "score"), ("probes", "draws"),
+           ("probes", "sigma"), ("execution",), ("execution", "batching"), ("execution", "batch_size")]
 #: Values a lax parser would coerce into another field's type ("3" -> 3, 1 -> True, ...).
 _CONFUSABLE = st.sampled_from(["3", "16", "yes", "true", "1", True, False, 0, 1, 3, 3.0, 1700000000, "bf16"])
 _JSON = _CONFUSABLE | _CONFUSABLE | st.recursive(
@@ -233,14 +275,15 @@ _JSON = _CONFUSABLE | _CONFUSABLE | st.recursive(
 )
 
 
-@settings(PROFILE, max_examples=FUZZ or 120)
+@settings(PROFILE, max_examples=FUZZ or 160)
 @given(st.data())
-def test_attrs_mutations_match_the_oracle(base, tmp_path_factory, data):
+def test_attrs_mutations_match_the_oracle(base, probed, tmp_path_factory, data):
     from depthtraj.validate.attrs import check_attrs
     from depthtraj.validate.context import Context
     from depthtraj.validate.report import Collector
 
-    root = json.loads((Path(base) / "zarr.json").read_text())["attributes"]
+    start = data.draw(st.sampled_from([base, probed]))
+    root = json.loads((Path(start) / "zarr.json").read_text())["attributes"]
     root = copy.deepcopy(root)
     for _ in range(data.draw(st.integers(1, 3))):
         how = data.draw(st.sampled_from(["set", "delete", "replace"]))
@@ -345,6 +388,77 @@ def _mutate_store(p: str, data) -> tuple[str, set[str]]:
         return kind, {"DT-DATA-006"}
     a[q] = data.draw(st.sampled_from([0, 1]))
     return kind, {"DT-DATA-005"}
+
+
+def _mutate_11(p: str, data) -> tuple[str, set[str]]:
+    """One fault in the format-1.1 content of a probed store and the rule ids rules.md names:
+    DT-DATA-011 (exit_gate finite and in [0, 1] in used arrangements), DT-DATA-015 (probes finite
+    exactly on real candidates, probe_sigma >= 0), DT-STRUCT-013 (the probe group whole, anchors
+    as declared), DT-ATTR-003 (anchors as JSON integers, probes.score the readout's own)."""
+    root = Path(p)
+    K = zarr.open_array(str(root / "n_candidates"))[:]
+    kind = data.draw(st.sampled_from(["gate", "sigma", "mean", "drop_probe", "anchors", "probe_score"]))
+    q = data.draw(st.integers(0, len(K) - 1))
+    if kind == "gate":
+        g = zarr.open_array(str(root / "exit_gate"), mode="r+")
+        value = data.draw(st.sampled_from([1.5, -0.1, np.nan, np.inf, 0.0, 1.0, 0.7]))
+        block = g[q:q + 1]
+        block[0, data.draw(st.integers(0, g.shape[1] - 1)), data.draw(st.integers(0, g.shape[2] - 1)), 0] = value
+        g[q:q + 1] = block
+        return kind, {"DT-DATA-011"} if not (np.isfinite(value) and 0.0 <= value <= 1.0) else set()
+    if kind == "sigma":
+        a = zarr.open_array(str(root / "probe_sigma"), mode="r+")
+        value = data.draw(st.sampled_from([-0.5, np.nan, 0.0, 2.0]))
+        block = a[q:q + 1]
+        block[0, 0, 0, 0] = value
+        a[q:q + 1] = block
+        return kind, {"DT-DATA-015"} if not (np.isfinite(value) and value >= 0) else set()
+    if kind == "mean":
+        a = zarr.open_array(str(root / "probe_nl_mean"), mode="r+")
+        c = data.draw(st.integers(0, a.shape[2] - 1))
+        value = data.draw(st.sampled_from([np.nan, 0.25]))
+        block = a[q:q + 1]
+        block[0, 0, c, 0, 0] = value
+        a[q:q + 1] = block
+        real = c < K[q]
+        if real and not np.isnan(value):  # the nonlinear covariance moment − μμᵀ must stay PSD (1e-4 of its trace)
+            k = int(K[q])
+            mu = block[0, 0, :k, 0, 0].astype(np.float64)
+            mom = zarr.open_array(str(root / "probe_nl_moment"))[q, 0, :k, :k, 0, 0].astype(np.float64)
+            cov = mom - np.outer(mu, mu)
+            ok = np.linalg.eigvalsh((cov + cov.T) / 2).min() >= -1e-4 * max(abs(np.trace(cov)), 1e-30)
+            return kind, set() if ok else {"DT-DATA-015"}
+        return kind, {"DT-DATA-015"} if (real and np.isnan(value)) or (not real and not np.isnan(value)) else set()
+    if kind == "drop_probe":
+        shutil.rmtree(root / data.draw(st.sampled_from(["probe_sigma", "probe_jjt", "probe_nl_mean",
+                                                          "probe_nl_moment"])))
+        return kind, {"DT-STRUCT-013"}
+
+    def edit(a):
+        if kind == "anchors":
+            a["depthtraj"]["probes"]["anchors"] = data.draw(st.sampled_from([[1.0, 2.0], [1, 3], [2, 1]]))
+        else:
+            a["depthtraj"]["probes"]["score"] = "logprob_sum"  # a label store
+        return a
+
+    _edit_attrs(p, edit)
+    anchors = json.loads((root / "zarr.json").read_text())["attributes"]["depthtraj"]["probes"]["anchors"]
+    if kind == "anchors" and anchors == [1, 3]:
+        return kind, {"DT-STRUCT-013"}  # declared [1, 3] against the coordinate [1, 2]
+    return kind, {"DT-ATTR-003"}
+
+
+@settings(PROFILE, max_examples=FUZZ or 40)
+@given(st.data())
+def test_format_11_mutations_raise_what_the_rules_name(probed, tmp_path_factory, data):
+    p = _copy(probed, tmp_path_factory.mktemp("m11"))
+    kind, expect = _mutate_11(p, data)
+    report = validate_store(p, level="data")
+    got = _rules(report)
+    assert expect <= got, (kind, expect, [(f.rule, f.path, f.message) for f in report.findings][:5])
+    if not expect:  # a value the rules allow: no finding at all
+        assert not got - {"DT-STRUCT-010"}, (kind, [(f.rule, f.path, f.message) for f in report.findings][:5])
+    _renders(p)
 
 
 @settings(PROFILE, max_examples=FUZZ or 40)

@@ -248,6 +248,8 @@ def synthetic_store(
             steps = (depths - depths[0]).astype(float)
             base = 10.0 * 0.8 ** steps[None, :, None, None]
             arrays["latent_step_norm"] = (base * rng.uniform(0.5, 1.5, size=(m, len(depths), arrangements, len(precision)))).astype(dtype)
+        if "exit_gate" in optional:  # a per-step exit probability (Ouro's λ_t) in [0, 0.5)
+            arrays["exit_gate"] = rng.uniform(0.0, 0.5, size=(m, len(depths), arrangements, len(precision))).astype(dtype)
         if probes is not None:
             probed = arrays["score" if readout == "label" else "logprob_sum"]
             depth_index = {int(d): i for i, d in enumerate(depths)}

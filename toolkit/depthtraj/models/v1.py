@@ -226,6 +226,17 @@ class StoreAttrs(_Model):
             raise ValueError(f"task names must be unique, got {names}")
         return v
 
+    @model_validator(mode="after")
+    def _probed_score_matches_readout(self) -> StoreAttrs:
+        # spec §4.5: the probes are of the readout's own score (F1 label log-probability, or the
+        # unnormalised answer-text sum), never of a normalised text score
+        if self.probes is not None:
+            want = "score" if self.readout.kind == "label" else "logprob_sum"
+            if self.probes.score != want:
+                raise ValueError(f"probes.score must be {want!r} for {self.readout.kind} readouts, "
+                                 f"got {self.probes.score!r}")
+        return self
+
     @field_validator("created")
     @classmethod
     def _aware(cls, v: _dt.datetime) -> _dt.datetime:

@@ -128,19 +128,35 @@ def _big_ints():
 
 @functools.cache
 def _validator():
+    """Draft 2020-12 with JSON integers only: the draft counts ``4.0`` as an integer, so an
+    anchor list ``[4.0, 99.0]`` (or an endpoint ``32.0``) would pass the schema, be coerced by
+    the model and slip past the rules that read integers (DT-STRUCT-013's anchor check). An
+    integer field MUST be written as a JSON integer (spec §2)."""
     import jsonschema
 
     from ..schema import attrs_schema
 
     cls = jsonschema.Draft202012Validator
-    return cls(attrs_schema("v1"), format_checker=cls.FORMAT_CHECKER)
+    checker = cls.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, x: isinstance(x, int) and not isinstance(x, bool))
+    strict = jsonschema.validators.extend(cls, type_checker=checker)
+    return strict(attrs_schema("v1"), format_checker=cls.FORMAT_CHECKER)
 
 
 def _schema_errors(doc: dict, newer: bool):
     """``(loc, message)`` of every JSON Schema error (unknown keys skipped for a newer minor)."""
+    from jsonschema.exceptions import best_match
+
     for err in sorted(_validator().iter_errors(doc), key=lambda e: [str(x) for x in e.absolute_path]):
         if newer and err.validator == "additionalProperties":
             continue
+        if err.validator in ("anyOf", "oneOf") and err.context:
+            # an optional object (X | null) that is present but wrong: say what is wrong inside it
+            inner = [e for e in err.context if not (e.validator == "type" and e.validator_value == "null")]
+            if inner:
+                err = best_match(inner)
+                if newer and err.validator == "additionalProperties":
+                    continue
         loc = tuple(err.absolute_path)
         if err.validator == "required":
             missing = err.message.split("'")[1] if "'" in err.message else err.message

@@ -371,13 +371,14 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
                + "; expected -1"),
         )
 
-    # DT-DATA-011: latent_step_norm, exit_gate.
-    for var, floor in (("latent_step_norm", 0.0), ("exit_gate", -np.inf)):
+    # DT-DATA-011: latent_step_norm (>= 0), exit_gate (a probability: Ouro's λ_t in [0, 1]).
+    for var, floor, ceil, want in (("latent_step_norm", 0.0, np.inf, "finite and >= 0"),
+                                   ("exit_gate", 0.0, 1.0, "in [0, 1]")):
         if var not in ok:
             continue
         v = ch.read(var)
-        good = np.isfinite(v) & (v >= floor)
-        want = "finite and >= 0" if floor == 0 else "finite"
+        with np.errstate(invalid="ignore"):
+            good = np.isfinite(v) & (v >= floor) & (v <= ceil)
         col.cells(
             "DT-DATA-011", var, np.where(used4, ~good, ~np.isnan(v)), ch.path(var),
             lambda loc, v=v, var=var, want=want: f"{ch.qid(loc)}: {var} is {_g(v[loc])}{amsg(loc, 2)}; "

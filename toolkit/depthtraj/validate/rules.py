@@ -73,7 +73,10 @@ _RULES: list[Rule] = [
     Rule(
         "DT-ATTR-003", "error", "attrs", "2",
         "The `depthtraj` object MUST validate against the v1 model `StoreAttrs` "
-        "(JSON Schema `schemas/v1/store-attrs.schema.json`).",
+        "(JSON Schema `schemas/v1/store-attrs.schema.json`; integers written as JSON integers, "
+        "not `4.0`), with its further rules: unique arm and task names, a normalization that "
+        "matches the readout kind, a zoned `created`, and `probes.score` naming the readout's own "
+        "score (`score` for label readouts, `logprob_sum` for text readouts).",
         "see schemas/v1/store-attrs.schema.json for the required fields and types",
     ),
     Rule(
@@ -229,7 +232,8 @@ _RULES: list[Rule] = [
     Rule(
         "DT-DATA-011", "error", "data", "5",
         "`latent_step_norm` and `exit_gate`, when present, MUST be finite (`latent_step_norm` "
-        ">= 0) in used arrangements and NaN in unused ones.",
+        ">= 0; `exit_gate`, a per-step exit probability, in [0, 1]) in used arrangements and NaN "
+        "in unused ones.",
         "store the L2 norm of the latent state update and the model's exit gate at the answer "
         "position; NaN where the question does not use the arrangement",
     ),
