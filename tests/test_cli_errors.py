@@ -90,6 +90,20 @@ CASES = {
     "validate: a file": (lambda b: ["validate", str(b["root"] / "a-file")], "a-file", "pre"),
     "analyze: a file": (lambda b: ["analyze", str(b["root"] / "a-file")], "a-file", "pre"),
     "analyze: bad --sections": (lambda b: ["analyze", str(b["root"] / "a-file"), "--sections", "9"], "--sections", "pre"),
+    "collect: depths beyond bounds": (lambda b: _collect(b, extra=["--depths", "99999999999"]), "--depths must be <= 4096",
+                                      "pre"),
+    "analyze: huge --bootstrap": (lambda b: ["analyze", str(b["root"] / "a-file"), "--bootstrap", str(10 ** 12)],
+                                  "--bootstrap must be ≤ 100,000", "pre"),
+    "analyze: huge --permutations": (lambda b: ["analyze", str(b["root"] / "a-file"), "--permutations", str(10 ** 12)],
+                                     "--permutations must be ≤ 100,000", "pre"),
+    "exits: huge --folds": (lambda b: ["exits", str(b["root"] / "a-file"), "--folds", "100000"], "--folds must be ≤ 100",
+                            "pre"),
+    # usage errors are one line like every other user error (click prints three)
+    "info: two stores of which one is missing": (lambda b: ["info", str(b["root"] / "empty"), "x"], "empty", "pre"),
+    "validate: unknown option": (lambda b: ["validate", "--bogus", "x"], "No such option: --bogus", "pre"),
+    "analyze: no store": (lambda b: ["analyze"], "Missing argument 'STORE'", "pre"),
+    "unknown command": (lambda b: ["bogus"], "No such command 'bogus'", "pre"),
+    "schema: unknown option": (lambda b: ["schema", "export", "--bogus"], "No such option: --bogus", "pre"),
 }
 
 

@@ -233,3 +233,24 @@ def test_the_draws_are_chunked_under_the_logit_budget(checkpoint):
     for name in ("nl_mean", "nl_moment"):
         u, v = getattr(got[Chunked], name), getattr(got[OuroAdapter], name)
         assert np.nanmax(np.abs(u - v)) <= 1e-5 * np.nanmax(np.abs(v)), name
+
+
+def test_the_spec_alone_reproduces_the_draws():
+    """spec §4.5 writes the draw call: run the spec's own code block and compare it with the
+    collector's seed and draws of one question and anchor (issue 30 §4)."""
+    import re
+    from pathlib import Path
+
+    from depthtraj.adapter import probe_seed
+
+    text = (Path(__file__).resolve().parents[2] / "spec" / "v1" / "index.md").read_text()
+    section = text.split("### 4.5")[1].split("\n## ")[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    code = "\n".join(line[2:] if line.startswith("  ") else line for line in block.splitlines())
+    for seed, t in ((0, 4), (2**63 + 5, 31), (1234567, 8)):
+        env = {"numpy": np, "torch": torch, "seed": seed, "t": t, "D": 3, "P": 2, "hidden": 5}
+        exec(code, env)  # noqa: S102 - the spec's own text
+        assert env["w"] == probe_seed(seed, t)
+        gen = torch.Generator(device="cpu").manual_seed(probe_seed(seed, t))
+        bits = torch.randint(0, 2, (3, 2, 5), generator=gen, dtype=torch.int8)  # as LoopedLMAdapter._prober
+        assert torch.equal(env["r"], bits * 2 - 1) and set(env["r"].unique().tolist()) <= {-1, 1}

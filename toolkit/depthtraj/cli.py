@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import typer.core
 
 app = typer.Typer(
     name="depthtraj",
@@ -21,15 +22,54 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+# typer ≥ 0.2x vendors click as typer._click; older releases use click itself
+_click = getattr(typer.core, "_click", None) or __import__("click")
+
+
+class _OneLineUsage(_click.exceptions.UsageError):
+    """A usage error shown as one line, ``depthtraj: error: <message> (depthtraj CMD --help)``,
+    like every other user error (click prints three: usage, hint, error)."""
+
+    def show(self, file=None) -> None:
+        cmd = self.ctx.command_path if self.ctx is not None else "depthtraj"
+        typer.echo(f"depthtraj: error: {self.format_message()} (see: {cmd} --help)", file=file, err=True)
+
+
+def _usage_one_line(call, *args, **kwargs):
+    """``call(*args, **kwargs)`` with click's usage errors turned into :class:`_OneLineUsage`
+    (the help a bare group prints, ``NoArgsIsHelpError``, passes unchanged)."""
+    try:
+        return call(*args, **kwargs)
+    except _click.exceptions.UsageError as exc:
+        if isinstance(exc, _OneLineUsage) or type(exc).__name__ == "NoArgsIsHelpError":
+            raise
+        raise _OneLineUsage(exc.format_message(), ctx=exc.ctx) from None
+
+
 class _Command(typer.core.TyperCommand):
     """A command whose help shows an argument's metavar only (typer prints the Python type of a
-    list argument, ``<list[str]>``, beside it)."""
+    list argument, ``<list[str]>``, beside it) and whose usage errors are one line."""
 
     def get_help(self, ctx) -> str:
         return super().get_help(ctx).replace(" <list[str]>", "").replace(" <str>", "")
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        return _usage_one_line(super().make_context, info_name, args, parent=parent, **extra)
 
-schema_app = typer.Typer(help="The JSON Schema of the store attributes.", no_args_is_help=True)
+
+class _Group(typer.core.TyperGroup):
+    """The command groups: an unknown command or a bad root option is a one-line error too."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        return _usage_one_line(super().make_context, info_name, args, parent=parent, **extra)
+
+    def resolve_command(self, ctx, args):
+        return _usage_one_line(super().resolve_command, ctx, args)
+
+
+app.info.cls = _Group  # the root group (app is made above, before the classes)
+
+schema_app = typer.Typer(help="The JSON Schema of the store attributes.", no_args_is_help=True, cls=_Group)
 app.add_typer(schema_app, name="schema")
 
 USER_ERROR = 2
@@ -59,7 +99,7 @@ def _root(
     """depthtraj: collect, validate and analyse answer trajectories across recurrence depth."""
 
 
-@schema_app.command("export")
+@schema_app.command("export", cls=_Command)
 def schema_export(
     out: Annotated[Path, typer.Argument(help="Directory to write <version>/store-attrs.schema.json under.")] = Path("schemas"),
 ) -> None:
@@ -75,7 +115,7 @@ def schema_export(
         typer.echo(str(path))
 
 
-@app.command()
+@app.command(cls=_Command)
 def validate(
     store: Annotated[str, typer.Argument(help="Store path or fsspec URL.")],
     level: Annotated[str, typer.Option(help="attrs | structure | data (each includes the previous).")] = "data",
@@ -90,10 +130,12 @@ def validate(
 
 @app.command(cls=_Command)
 def info(
-    store: Annotated[str, typer.Argument(metavar="STORE", help="A store path or fsspec URL.")],
-    format: Annotated[str, typer.Option("--format", "-f", metavar="text|json", help="A summary for people, or JSON.")] = "text",
+    stores: Annotated[list[str], typer.Argument(metavar="STORE", help="One or more store paths or fsspec URLs.")],
+    format: Annotated[str, typer.Option("--format", "-f", metavar="text|json",
+                                        help="A summary for people, or JSON (an object; an array of them for "
+                                             "several stores).")] = "text",
 ) -> None:
-    """One screen about a store: model and revision, readout, tasks, N complete/total, T, arms,
+    """One screen about each store: model and revision, readout, tasks, N complete/total, T, arms,
     arrangements, optional variables, size. Reads attributes and small arrays only."""
     import json
 
@@ -102,14 +144,16 @@ def info(
 
     if format not in ("text", "json"):
         fail(f"--format must be text or json, got {format!r}")
-    try:
-        summary = store_info(store)
-    except StoreError as exc:
-        fail(str(exc).splitlines()[0])
+    summaries = []
+    for store in stores:  # every store is read before anything is printed
+        try:
+            summaries.append(store_info(store))
+        except StoreError as exc:
+            fail(str(exc).splitlines()[0])
     if format == "json":
-        typer.echo(json.dumps(summary, indent=2, default=str))
+        typer.echo(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=2, default=str))
     else:
-        typer.echo("\n".join(info_lines(summary)))
+        typer.echo("\n\n".join("\n".join(info_lines(sm)) for sm in summaries))
 
 
 # The analysis options, shared by ``analyze`` and ``report`` (real metavars in --help).
@@ -172,6 +216,12 @@ AllocationLossOpt = Annotated[
     typer.Option(metavar="weighted|two-block", help="§7 allocation table: the paper's weighted loss "
                                                     "(pd:app:eq:allocation-loss) or the earlier two-block loss ℓ₂."),
 ]
+EnergyMatchingOpt = Annotated[
+    str,
+    typer.Option(metavar="pooled|per-anchor", help="§7 moment table: the paper's energy matching, one α per method "
+                                                   "(and one loss normalisation Z) over the training anchors, or one "
+                                                   "per anchor."),
+]
 ReadoutFoldsOpt = Annotated[
     int,
     typer.Option(metavar="F", help="§7 moment and allocation tables: question folds (training on F−1)."),
@@ -203,6 +253,7 @@ def analyze(
     sections: AnalyzeSectionsOpt = None,
     allocation_loss: AllocationLossOpt = "weighted",
     readout_folds: ReadoutFoldsOpt = 4,
+    energy_matching: EnergyMatchingOpt = "pooled",
     allow_defects: AllowDefectsOpt = False,
     format: Annotated[str, typer.Option("--format", "-f", metavar="table|csv|json",
                                         help="Output on stdout: rich tables, CSV, or the JSON document.")] = "table",
@@ -222,6 +273,7 @@ def analyze(
             normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
             sections=sections, allow_defects=allow_defects, allocation_loss=allocation_loss, readout_folds=readout_folds,
+            energy_matching=energy_matching,
         )
     )
 
@@ -249,6 +301,7 @@ def report(
     sections: SectionsOpt = None,
     allocation_loss: AllocationLossOpt = "weighted",
     readout_folds: ReadoutFoldsOpt = 4,
+    energy_matching: EnergyMatchingOpt = "pooled",
     allow_defects: AllowDefectsOpt = False,
 ) -> None:
     """The paper, regenerated: every table and figure the stores support, in the paper's order, with
@@ -264,6 +317,7 @@ def report(
             seed=seed, level=level, normalization=normalization or "auto", select=select, by=by, scheduler_spec=scheduler,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
             sections=sections, allow_defects=allow_defects, allocation_loss=allocation_loss, readout_folds=readout_folds,
+            energy_matching=energy_matching,
         )
     )
 
@@ -288,6 +342,7 @@ def exits(
     endpoint: Annotated[Optional[int], typer.Option(metavar="T", help="Endpoint T (default: the store's last "
                                                                       "depth).")] = None,
     allow_defects: AllowDefectsOpt = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing non-empty --out DIR.")] = False,
     format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|csv",
                                         help="Output on stdout: a rich table, the exits.json document, or CSV.")] = "table",
 ) -> None:
@@ -298,7 +353,7 @@ def exits(
 
     raise typer.Exit(run_exits(stores, out=out, target=target, delta=delta, window=window, depths=depths,
                                folds=folds, seed=seed, bootstrap=bootstrap, level=level, endpoint=endpoint,
-                               fmt=format, allow_defects=allow_defects))
+                               fmt=format, allow_defects=allow_defects, overwrite=overwrite))
 
 
 class _Progress:
@@ -357,7 +412,7 @@ class _Progress:
             self.progress.update(self.task, completed=done)
 
 
-@app.command()
+@app.command(cls=_Command)
 def collect(
     adapter: Annotated[str, typer.Option(help="Adapter entry-point name (group depthtraj.adapters), e.g. huginn.")],
     model: Annotated[str, typer.Option(help="Checkpoint directory (from_pretrained, trust_remote_code).")],
@@ -438,7 +493,7 @@ def collect(
     typer.echo(summary.line(), err=True)
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
     out: Annotated[Path, typer.Option(metavar="DIR", help="Directory for the tiny checkpoint, the store and the report.")] = Path("depthtraj-demo"),
     depths: Annotated[int, typer.Option(metavar="T", help="Endpoint T of the demo collection.")] = 16,

@@ -423,6 +423,8 @@ def collect(
     log = log or (lambda msg: None)
     if depths < 1:
         raise CollectError(f"--depths must be >= 1, got {depths}")
+    if depths > MAX_DEPTHS:  # the score buffers hold every depth: refused before anything is allocated
+        raise CollectError(f"--depths must be <= {MAX_DEPTHS}, got {depths:,}")
     batch_size = parse_batch_size(batch_size)
     if batching not in BATCHING_MODES:
         raise CollectError(f"--batching must be one of {', '.join(BATCHING_MODES)}, got {batching!r}")
@@ -713,6 +715,11 @@ def _is_oom(exc: BaseException) -> bool:
 
     return isinstance(exc, torch.cuda.OutOfMemoryError) or (
         isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+
+
+#: The deepest endpoint ``collect`` takes (recurrent models run T = 32 to 128 steps; a layer
+#: store has one depth per layer).
+MAX_DEPTHS = 4096
 
 
 def auto_batch_size(runner, items: Sequence[_Item], qs: QuestionSet, depths: int,

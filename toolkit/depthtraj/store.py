@@ -339,11 +339,15 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
                 f"metadata is {state} (DT-STRUCT-010), so its arrays cannot be found; consolidate "
                 "it before publishing (zarr.consolidate_metadata) or read it from a file system "
                 "or S3")
+    hidden = _unnamed_extensions(group, use_cm)
+    target, opts = local_path(path), (dict(storage_options) if storage_options else None)
+    if hidden:  # read through a view without them (xarray cannot open an array without dims)
+        target, opts = _HidingStore(_zarr_store(str(path), storage_options), hidden), None
     ds = xr.open_zarr(
-        local_path(path),
+        target,
         consolidated=use_cm,
         chunks={L.QUESTION: int(chunks)} if isinstance(chunks, int) else {},
-        storage_options=dict(storage_options) if storage_options else None,
+        storage_options=opts,
         zarr_format=3,
         decode_timedelta=False,
         create_default_indexes=question_index,
@@ -351,6 +355,86 @@ def open_store(path, *, storage_options: Mapping[str, Any] | None = None, chunks
     if not question_index:  # index the short dims (their values are tiny)
         ds = ds.assign_coords({d: ds[d].values for d in ds.dims if d != L.QUESTION and d in ds.coords})
     return ds
+
+
+def _unnamed_extensions(group, use_cm: bool) -> list[str]:
+    """Arrays outside the spec's layout that have no ``dimension_names`` (spec §4: other
+    variables MAY be added and readers ignore what they do not know): xarray cannot place them
+    on dims, so they are left out of the Dataset instead of failing the open."""
+    known = set(L.COORDS) | set(L.VARIABLES)
+    if use_cm:
+        cm = group.metadata.consolidated_metadata
+        items = [(k, m) for k, m in (cm.metadata.items() if cm is not None else ()) if "/" not in k]
+    else:
+        try:
+            items = [(k, a.metadata) for k, a in group.arrays()]
+        except Exception:  # noqa: BLE001 - the open below reports an unreadable store
+            return []
+    return sorted(k for k, m in items
+                  if k not in known and getattr(m, "node_type", "array") == "array"
+                  and getattr(m, "dimension_names", None) is None)
+
+
+def _hiding_store_class():
+    """:class:`zarr.storage.WrapperStore` that hides some root arrays (their keys, their
+    listing and their entries in the consolidated metadata); built lazily (zarr is imported
+    only by the commands that read stores)."""
+    import json
+
+    import zarr.storage
+
+    class HidingStore(zarr.storage.WrapperStore):
+        def __init__(self, store, hidden):
+            super().__init__(store)
+            self._hidden = frozenset(hidden)
+
+        def _with_store(self, store):
+            return type(self)(store, self._hidden)
+
+        def _hides(self, key: str) -> bool:
+            return key.split("/", 1)[0] in self._hidden
+
+        async def get(self, key, prototype, byte_range=None):
+            if self._hides(key):
+                return None
+            buf = await self._store.get(key, prototype, byte_range)
+            if key == "zarr.json" and buf is not None and byte_range is None:
+                doc = json.loads(buf.to_bytes())
+                meta = (doc.get("consolidated_metadata") or {}).get("metadata")
+                if isinstance(meta, dict):
+                    for k in [k for k in meta if self._hides(k)]:
+                        del meta[k]
+                    buf = prototype.buffer.from_bytes(json.dumps(doc).encode("utf-8"))
+            return buf
+
+        async def get_partial_values(self, prototype, key_ranges):
+            key_ranges = list(key_ranges)
+            got = await self._store.get_partial_values(prototype, key_ranges)
+            return [None if self._hides(k) else g for (k, _), g in zip(key_ranges, got)]
+
+        async def exists(self, key):
+            return False if self._hides(key) else await self._store.exists(key)
+
+        async def list(self):
+            async for k in self._store.list():
+                if not self._hides(k):
+                    yield k
+
+        async def list_prefix(self, prefix):
+            async for k in self._store.list_prefix(prefix):
+                if not self._hides(k):
+                    yield k
+
+        async def list_dir(self, prefix):
+            async for k in self._store.list_dir(prefix):
+                if not self._hides(f"{prefix}/{k}".lstrip("/") if prefix else k):
+                    yield k
+
+    return HidingStore
+
+
+def _HidingStore(store, hidden):  # noqa: N802 - a class built on first use
+    return _hiding_store_class()(store, hidden)
 
 
 def _require_group(path, storage_options=None):

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -460,16 +457,17 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
     Raises
     ------
     FileExistsError
-        when ``out`` exists and is not empty and ``overwrite`` is false (checked before writing).
+        (:class:`depthtraj.outdir.OutputExists`) when ``out`` exists and is not empty and
+        ``overwrite`` is false: checked before writing, and again when publishing (another run
+        wrote it meanwhile).
     OSError
-        when the directory cannot be written (nothing is left behind).
+        when the directory cannot be written (nothing is left behind: the report is built in a
+        hidden sibling and renamed in whole, :func:`depthtraj.outdir.atomic_directory`).
     """
+    from ...outdir import atomic_directory
+
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise FileExistsError(f"{out} exists and is not empty (use --overwrite to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with atomic_directory(out, overwrite=overwrite) as tmp:
         items = build_items(computed, tmp / "figures")
         _write_tables(items, tmp)
         document = computed.document
@@ -498,17 +496,6 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
         (tmp / "report.md").write_text(_markdown(items, header, document), encoding="utf-8")
         (tmp / "report.html").write_text(_html(items, header, document), encoding="utf-8")
         (tmp / "analysis.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return items
 
 
@@ -520,9 +507,13 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
 
     from ..cli import UsageError, compute_analysis
 
+    from ...outdir import OutputExists, check_free
+
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        print(f"depthtraj: error: {out} exists and is not empty (use --overwrite to replace it)", file=sys.stderr)
+    try:
+        check_free(out, overwrite=overwrite)
+    except OutputExists as exc:
+        print(f"depthtraj: error: {exc}", file=sys.stderr)
         return 2
     from ..cli import SECTIONS
 
@@ -532,7 +523,7 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
         computed = compute_analysis(stores, **{**options, "sections": sections})
         items = write_report(computed, out, overwrite=overwrite,
                              options={k: v for k, v in options.items() if v not in (None, [], ())})
-    except UsageError as exc:
+    except (UsageError, OutputExists) as exc:
         print(f"depthtraj: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
