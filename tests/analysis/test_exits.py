@@ -303,6 +303,10 @@ def test_sparse_depths_keep_the_recorded_candidates(tmp_path, depths, used):
     assert r.exit_code == 0, r.output
     tables = json.loads(r.stdout)["analyses"][0]["tables"]
     assert "prefix_prediction" in tables and "exit_rules" in tables
+    from depthtraj.analysis.report import run_report
+
+    assert run_report([store], out=tmp_path / "rep", bootstrap=0, sections="7", grids=["native"]) == 0
+    assert "pd:app:prefix-prediction" in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_a_policy_records_what_a_serving_loop_must_compute(gated_store, tmp_path):
