@@ -195,6 +195,13 @@ def _balanced(path: Path):
     g["arrangement_order"][...] = order
     for q, a in zip(*np.nonzero(order[:, :, 0] < 0)):
         _blank_arrangement(g, int(q), int(a))
+    # the sha256 of each used arrangement's prompt ('' in unused ones), as depthtraj collect writes it
+    import hashlib
+
+    ph = g.create_array("prompt_hash", shape=order.shape[:2], dtype=str, chunks=(3, order.shape[1]),
+                        dimension_names=["question", "arrangement"], fill_value="")
+    ph[...] = np.array([[hashlib.sha256(f"prompt {q} {a}".encode()).hexdigest() if order[q, a, 0] >= 0 else ""
+                         for a in range(order.shape[1])] for q in range(order.shape[0])], dtype=object)
     return g
 
 
@@ -210,6 +217,10 @@ def _blank_arrangement(g, q: int, a: int) -> None:
             g[name][q, :, a, :] = np.nan
     if "greedy" in g:
         g["greedy"][q, :, :, a, :] = -1
+    if "prompt_hash" in g:
+        ph = np.asarray(g["prompt_hash"][...], dtype=object)
+        ph[q, a] = ""
+        g["prompt_hash"][...] = ph
 
 
 def _recreate(g, name, data=None, *, dtype=None, chunks=None, dims=None, fill_value=None):
@@ -734,6 +745,16 @@ def _(p):
 def _(p):
     g = _balanced(p)
     g["exit_gate"][1, 0, 2, 0] = 1.5
+
+
+@case("invalid", "data_016_prompt_hash", "prompt_hash is not a sha256 hex digest for a used arrangement (q=1, "
+      "arrangement 0) and is set in an unused one (q=4, arrangement 4).", ("DT-DATA-016",))
+def _(p):
+    g = _balanced(p)
+    ph = np.asarray(g["prompt_hash"][...], dtype=object)
+    ph[1, 0] = "not-a-hash"
+    ph[4, 4] = "0" * 64
+    g["prompt_hash"][...] = ph
 
 
 @case("invalid", "data_014_greedy_past_k", "greedy is 1 past K (q=4, K=3, candidate 4).", ("DT-DATA-014",))

@@ -448,7 +448,7 @@ def _mutate_11(p: str, data) -> tuple[str, set[str]]:
     return kind, {"DT-ATTR-003"}
 
 
-@settings(PROFILE, max_examples=FUZZ or 40)
+@settings(PROFILE, max_examples=FUZZ or 24)
 @given(st.data())
 def test_format_11_mutations_raise_what_the_rules_name(probed, tmp_path_factory, data):
     p = _copy(probed, tmp_path_factory.mktemp("m11"))

@@ -30,7 +30,7 @@ def _open_rw(path):
 
 
 def test_registry_is_well_formed():
-    assert len(RULES) == 32
+    assert len(RULES) == 33
     for rid, r in RULES.items():
         assert rid == r.id
         m = re.fullmatch(r"DT-(ATTR|STRUCT|DATA)-(\d{3})", rid)
@@ -44,7 +44,7 @@ def test_registry_is_well_formed():
 
 
 def test_levels_are_cumulative():
-    assert [len(rules_for_level(lv)) for lv in LEVELS] == [4, 17, 32]
+    assert [len(rules_for_level(lv)) for lv in LEVELS] == [4, 17, 33]
     with pytest.raises(ValueError, match="unknown level"):
         rules_for_level("all")
 

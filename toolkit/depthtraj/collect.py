@@ -48,6 +48,7 @@ from .models.v1 import (
     Seeds,
     StoreAttrs,
     TaskInfo,
+    Harness,
 )
 from .adapter import BATCHING_MODES  # torch-free: the adapter module imports torch lazily
 from .store import SEED_SCHEME, QuestionSet, StoreError, TrajectoryWriter
@@ -55,7 +56,6 @@ from .tasks import (
     LABEL_TEMPLATE,
     LABEL_TEMPLATE_ID,
     LETTERS,
-    TASKS,
     TEXT_OPTIONS_TEMPLATE,
     TEXT_OPTIONS_TEMPLATE_ID,
     TEXT_TEMPLATE,
@@ -63,10 +63,9 @@ from .tasks import (
     Question,
     TaskError,
     arrangement_orders,
-    continuation_text,
-    load_task,
+    get_task,
     render_label_prompt,
-    render_text_prompt,
+    task_of,
 )
 
 TARGET_DELIMITER = " "
@@ -80,12 +79,16 @@ class CollectError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    """One task file to collect: ``task`` name, ``path`` to its data, optional ``limit``."""
+    """One task's data to collect: the installed ``task`` name (``arc_challenge``, ``mmlu``,
+    ``lmeval:hellaswag``, ...; ``depthtraj tasks``), ``path`` to its local data, optional
+    ``limit`` (first N questions), ``split`` (recorded; default from the file name or the task)
+    and ``num_fewshot`` (lm-eval tasks only; None: the task's default)."""
 
     task: str
     path: str | Path
     limit: int | None = None
     split: str | None = None
+    num_fewshot: int | None = None
 
 
 @dataclass
@@ -128,6 +131,7 @@ class _Item:
     prompt: list[int]
     targets: list[int] = field(default_factory=list)
     continuations: list[list[int]] = field(default_factory=list)
+    prompt_hash: str = ""  # sha256 hex of the prompt text (lm-eval's prompt_hash)
 
     @property
     def length(self) -> int:
@@ -190,14 +194,49 @@ def check_readout(readout: str, options: bool, arrangements: int) -> None:
         )
 
 
-def load_questions(sources: Sequence[Source]) -> list[Question]:
-    """Load every source's questions; raises :class:`CollectError` on bad files or names."""
-    questions: list[Question] = []
-    for src in sources:
+def source_task(src: Source):
+    """The installed task of ``src`` (:func:`depthtraj.tasks.get_task`), configured with its
+    few-shot setting; raises :class:`CollectError` (one line) for an unknown task or a
+    ``num_fewshot`` the task does not take."""
+    try:
+        task = get_task(src.task)
+    except TaskError as exc:
+        raise CollectError(str(exc)) from None
+    if src.num_fewshot is not None:
+        if not hasattr(task, "configure"):
+            raise CollectError(f"--num-fewshot applies to lmeval:NAME tasks; {src.task} is read zero-shot from its "
+                               f"release files")
         try:
-            questions.extend(load_task(src.task, src.path, limit=src.limit))
+            task = task.configure(num_fewshot=src.num_fewshot)
         except TaskError as exc:
             raise CollectError(str(exc)) from None
+    return task
+
+
+def load_questions(sources: Sequence[Source], *, readout: str = "label", options: bool = False,
+                   loaded_tasks: dict | None = None) -> list[Question]:
+    """Load every source's questions; raises :class:`CollectError` on bad files or names, or a
+    task that cannot be read out as ``readout`` (:meth:`~depthtraj.tasks.Task.refuses`).
+    ``loaded_tasks`` (a dict) receives each source's task object after its load (its
+    provenance)."""
+    questions: list[Question] = []
+    if len({src.task for src in sources}) != len(sources):
+        dup = next(s.task for s in sources if [x.task for x in sources].count(s.task) > 1)
+        raise CollectError(f"--task {dup} is given twice; one store holds each task once")
+    for src in sources:
+        task = source_task(src)
+        if src.limit is not None and src.limit < 1:
+            raise CollectError(f"--limit must be positive, got {src.limit}")
+        try:
+            loaded = task.load(src.path)
+        except TaskError as exc:
+            raise CollectError(str(exc)) from None
+        questions.extend(loaded if src.limit is None else loaded[: src.limit])
+        why = task.refuses(readout=readout, options=options)
+        if why:
+            raise CollectError(why)
+        if loaded_tasks is not None:
+            loaded_tasks[src.task] = task
     ids = [q.id for q in questions]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -262,21 +301,37 @@ def tokenize_items(
             if readout == "label":
                 text = render_label_prompt(q, None if identity else order)
                 ids = list(tokenizer(text)["input_ids"])
-                items.append(_Item(qi, int(a), order, ids, targets=_label_targets(tokenizer, q, text, ids, k)))
+                items.append(_Item(qi, int(a), order, ids, targets=_label_targets(tokenizer, q, text, ids, k),
+                                   prompt_hash=_sha256(text)))
                 continue
-            text = render_text_prompt(q, order if options else None, options=options)
+            task = task_of(q)
+            text = task.text_prompt(q, order if options else None, options=options)
             prompt, conts = None, []
             for c in range(k):
-                ids, cont = encode_pair(tokenizer, text, continuation_text(q, c, TARGET_DELIMITER))
+                ids, cont = encode_pair(tokenizer, text, task.continuation(q, c))
                 if not cont:
                     raise CollectError(f"question {q.id!r}: the answer text of candidate {c} has no tokens")
                 prompt = ids
                 conts.append(cont)
-            items.append(_Item(qi, int(a), order, prompt, continuations=conts))
+            items.append(_Item(qi, int(a), order, prompt, continuations=conts, prompt_hash=_sha256(text)))
     return items
 
 
-def question_set(questions: Sequence[Question], seed: int, orders: np.ndarray | None = None) -> QuestionSet:
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def question_set(questions: Sequence[Question], seed: int, orders: np.ndarray | None = None,
+                 items: Sequence[_Item] | None = None) -> QuestionSet:
+    """The store's per-question metadata; with ``items``, the sha256 of every prompt
+    (``prompt_hash [question, arrangement]``)."""
+    hashes = None
+    if items is not None and orders is not None:
+        hashes = [[""] * orders.shape[1] for _ in questions]
+        for it in items:
+            hashes[it.q][it.a] = it.prompt_hash
     return QuestionSet(
         id=[q.id for q in questions],
         task=[q.task for q in questions],
@@ -285,6 +340,8 @@ def question_set(questions: Sequence[Question], seed: int, orders: np.ndarray | 
         candidate_text=[list(q.choices) for q in questions],
         candidate_label=[list(q.choice_labels) for q in questions],
         arrangement_order=orders,
+        prompt_hash=hashes,
+        target_delimiter=[q.target_delimiter for q in questions],
     ).with_seeds(seed)
 
 
@@ -316,6 +373,38 @@ def _model_code(runner) -> str:
     except (TypeError, OSError):
         where = cls.__module__
     return f"{cls.__name__} ({where})"
+
+
+def task_info(src: Source, task, *, readout: str, options: bool) -> TaskInfo:
+    """The store's ``attrs.tasks[]`` entry of a source whose ``task`` has loaded it: provenance,
+    and the template, target delimiter and harness of its prompts where they are not the
+    readout's."""
+    prov = task.provenance()
+    split = src.split or prov.get("split") or _guess_split(src.path) or task.default_split or "test"
+    tid, text = task.templates(readout=readout, options=options)
+    store_tid = _readout_attrs(readout, options).prompt_template.id
+    harness = None
+    if prov.get("harness"):
+        version = prov["version"]
+        shots = prov["num_fewshot"]
+        harness = Harness(name=prov["harness"], version=prov["harness_version"], task=prov["task"],
+                          task_version=str(version if not isinstance(version, dict) else json_text(version)),
+                          config_hash=prov["config_hash"],
+                          num_fewshot=int(shots if not isinstance(shots, dict) else max(shots.values())),
+                          fewshot_seed=int(prov["fewshot_seed"]))
+    delims = {q for q in prov.get("target_delimiters", ())}
+    return TaskInfo(
+        name=task.name, source=f"{task.source}: {Path(src.path).name}", split=split, license=task.license,
+        prompt_template=None if tid == store_tid else PromptTemplate(id=tid, text=text),
+        target_delimiter=next(iter(delims)) if len(delims) == 1 and delims != {TARGET_DELIMITER} else None,
+        harness=harness,
+    )
+
+
+def json_text(value) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True)
 
 
 def _readout_attrs(readout: str, options: bool) -> Readout:
@@ -436,7 +525,8 @@ def collect(
         raise CollectError(f"--probe-draws must be >= 1, got {probe_draws}")
     shard = parse_shard(shard if shard is None or isinstance(shard, str) else f"{shard[0]}/{shard[1]}")
     arms = parse_precision(precision)
-    questions = load_questions(sources)
+    loaded_tasks: dict = {}
+    questions = load_questions(sources, readout=readout, options=options, loaded_tasks=loaded_tasks)
     out, remote, exists = _check_out(out, resume=resume, shard=shard)
     if exists and not resume:
         if shard is None:
@@ -490,7 +580,7 @@ def collect(
 
     orders = arrangement_orders([len(q.choices) for q in questions], arrangements)
     items = tokenize_items(runner.tokenizer, questions, orders, readout=readout, options=options)
-    qs = question_set(questions, seed, orders)
+    qs = question_set(questions, seed, orders, items)
     stored = _stored_execution(out) if exists else None
     if batch_size == "auto" and batching == "padded" and stored is not None and stored.batching == "padded":
         batch_size = stored.batch_size  # a resumed or joined padded store keeps its batches
@@ -507,13 +597,7 @@ def collect(
             f"(known optional variables: {', '.join(L.OPTIONAL)})"
         )
 
-    task_infos = []
-    for src in sources:
-        if any(t.name == src.task for t in task_infos):
-            continue
-        spec = TASKS[src.task]
-        split = src.split or _guess_split(src.path) or spec.default_split
-        task_infos.append(TaskInfo(name=spec.name, source=f"{spec.source}: {Path(src.path).name}", split=split, license=spec.license))
+    task_infos = [task_info(src, loaded_tasks[src.task], readout=readout, options=options) for src in sources]
     notes = [
         "arrangements: " + ("identity order" if arrangements == 1 else
                             "balanced (depthtraj.tasks.balanced_arrangements: K per question, Latin square)"),

@@ -102,6 +102,11 @@ VARIABLES: dict[str, ArraySpec] = {
         ArraySpec("n_tokens", (QUESTION, CANDIDATE, ARRANGEMENT), "int", "text", "Continuation length in tokens; 0 past n_candidates."),
         ArraySpec("n_chars", (QUESTION, CANDIDATE), "int", "text", "Continuation length in characters, leading delimiter included; 0 past n_candidates."),
         ArraySpec(
+            "prompt_hash", (QUESTION, ARRANGEMENT), "str", "optional",
+            "sha256 hex digest of the UTF-8 prompt text of each used arrangement (lm-evaluation-harness's "
+            "prompt_hash); '' in unused arrangements.",
+        ),
+        ArraySpec(
             "logsumexp", DEPTH_STAT_DIMS, "float", "optional",
             "Log-sum-exp of the raw full-vocabulary logits at the answer position; raw candidate "
             "logits are score + logsumexp (label readouts).",

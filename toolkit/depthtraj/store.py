@@ -61,7 +61,10 @@ class QuestionSet:
     Arrays are indexed by question; ``candidate_text`` and ``candidate_label`` are
     ``[question, candidate]`` with '' past each question's ``n_candidates``;
     ``arrangement_order`` is ``[question, arrangement, position]`` with -1 past
-    ``n_candidates`` (identity order when omitted).
+    ``n_candidates`` (identity order when omitted). Optional: ``prompt_hash`` ``[question,
+    arrangement]`` (the sha256 hex of each prompt's text, '' for an unused arrangement; the store
+    then has the ``prompt_hash`` variable) and ``target_delimiter`` per question (the string before
+    each answer text, counted in ``n_chars``; default: the readout's).
     """
 
     id: list[str]
@@ -72,6 +75,8 @@ class QuestionSet:
     candidate_label: list[list[str]]
     seed: list[int] = field(default_factory=list)
     arrangement_order: np.ndarray | None = None
+    prompt_hash: list[list[str]] | None = None
+    target_delimiter: list[str] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.id)
@@ -180,10 +185,18 @@ def build_template(
         data["n_tokens"] = ((L.QUESTION, L.CANDIDATE, L.ARRANGEMENT), lazy((n, k, a), 0, np.int32))
         delim = attrs.readout.target_delimiter
         n_chars = np.zeros((n, k), dtype=np.int32)
+        delims = questions.target_delimiter or [delim] * n
         for i, cands in enumerate(questions.candidate_text):
-            n_chars[i, : len(cands)] = [len(delim + c) for c in cands]
+            n_chars[i, : len(cands)] = [len(delims[i] + c) for c in cands]
         data["n_chars"] = ((L.QUESTION, L.CANDIDATE), n_chars)
+    if questions.prompt_hash is not None:
+        ph = np.full((n, a), "", dtype=object)
+        for i, row in enumerate(questions.prompt_hash):
+            ph[i, : len(row)] = row
+        data["prompt_hash"] = ((L.QUESTION, L.ARRANGEMENT), ph)
     for name in optional:
+        if name == "prompt_hash":  # metadata of the prompts, from the QuestionSet (above)
+            continue
         if name == "greedy":  # per candidate, an int8 flag; -1 where there is no candidate
             data[name] = (L.SCORE_DIMS, lazy((n, t, k, a, p), -1, np.int8))
         else:
@@ -821,6 +834,13 @@ def _check_questions(path: str, group, questions: QuestionSet) -> None:
     want_text = questions.padded("candidate_text")
     if have_text.shape != want_text.shape or np.any(have_text != want_text):
         raise StoreError(f"{path}: candidate_text differs from this run's questions")
+    if questions.prompt_hash is not None and "prompt_hash" in group:
+        have = np.asarray(group["prompt_hash"][:], dtype=object)
+        for i, row in enumerate(questions.prompt_hash):
+            for a, h in enumerate(row):
+                if a < have.shape[1] and h and have[i, a] != h:
+                    raise StoreError(f"{path}: the prompt of question {questions.id[i]!r} (arrangement {a}) differs "
+                                     "from this run's (prompt_hash); refusing to resume a different collection")
 
 
 __all__ = [

@@ -105,6 +105,19 @@ class PrecisionArm(_Model):
     )
 
 
+class Harness(_Model):
+    """The evaluation harness whose task object made a task's questions and prompts (format 1.1,
+    optional): e.g. lm-evaluation-harness for `lmeval:NAME` tasks."""
+
+    name: _Name = Field(description="The harness, e.g. `lm-evaluation-harness`.")
+    version: _Name = Field(description="Its installed version, e.g. `0.4.13`.")
+    task: _Name = Field(description="The harness's task or group name, e.g. `hellaswag`.")
+    task_version: str = Field(description="The task's own version (its YAML `metadata.version`).")
+    config_hash: str = Field(description="`sha256:<hex>` of the task's config as the harness loaded it.")
+    num_fewshot: int = Field(ge=0, description="In-context examples in each prompt.")
+    fewshot_seed: int = Field(description="Seed of the harness's few-shot sampler.")
+
+
 class TaskInfo(_Model):
     """One benchmark task present in the store's `task` coordinate."""
 
@@ -112,6 +125,18 @@ class TaskInfo(_Model):
     source: str = Field(description="Where the questions came from (dataset id, file).")
     split: str = Field(description="Split name, e.g. `test`.")
     license: str = Field(description="Licence of the questions, e.g. `CC-BY-SA-4.0`.")
+    prompt_template: PromptTemplate | None = Field(
+        default=None,
+        description="The template that made this task's prompts when it is not the readout's "
+        "(format 1.1; e.g. an lm-eval task's own request); absent: `readout.prompt_template`.",
+    )
+    target_delimiter: str | None = Field(
+        default=None,
+        description="This task's string before each scored target when it is not the readout's (format 1.1).",
+    )
+    harness: Harness | None = Field(
+        default=None, description="The harness task behind the questions (format 1.1); absent for native loaders."
+    )
 
 
 class Seeds(_Model):
@@ -247,8 +272,12 @@ class StoreAttrs(_Model):
     def to_attrs(self) -> dict:
         """The JSON-serialisable ``{'depthtraj': {...}}`` mapping for the root group."""
         # format 1.1's optional fields are left out when unset, so a 1.0 store's attrs stay its own
-        unset = {name for name in ("execution", "probes") if getattr(self, name) is None}
-        return {ATTRS_KEY: self.model_dump(mode="json", exclude=unset)}
+        exclude: dict = {name: True for name in ("execution", "probes") if getattr(self, name) is None}
+        per_task = {i: {k for k in ("prompt_template", "target_delimiter", "harness") if getattr(t, k) is None}
+                    for i, t in enumerate(self.tasks)}
+        if any(per_task.values()):
+            exclude["tasks"] = {i: v for i, v in per_task.items() if v}
+        return {ATTRS_KEY: self.model_dump(mode="json", exclude=exclude)}
 
 
 #: Standard precision arms (`pd:app:extended-precision`).
@@ -261,6 +290,7 @@ STANDARD_ARMS: dict[str, PrecisionArm] = {
 }
 
 __all__ = [
+    "Harness",
     "ATTRS_KEY",
     "FORMAT_MAJOR",
     "FORMAT_VERSION",

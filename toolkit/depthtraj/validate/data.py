@@ -250,6 +250,19 @@ def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
                 f"expected {'non-empty' if loc[1] < K[loc[0]] else repr('')}",
             )
 
+    # DT-DATA-016: prompt_hash (the sha256 hex of each used arrangement's prompt; '' elsewhere).
+    if "prompt_hash" in ok:
+        h = ch.read("prompt_hash")
+        good = np.vectorize(lambda x: isinstance(x, str) and len(x) == 64
+                            and all(c in "0123456789abcdef" for c in x), otypes=[bool])(h) if h.size else \
+            np.zeros(h.shape, bool)
+        blank = np.asarray(h == "", dtype=bool)
+        col.cells(
+            "DT-DATA-016", "prompt_hash", np.where(used, ~good, ~blank), ch.path("prompt_hash"),
+            lambda loc, h=h: f"{ch.qid(loc)}: prompt_hash is {str(h[loc])[:70]!r}{amsg(loc, 1)}; expected "
+            + ("64 lowercase hex digits (sha256)" if used[loc[0], loc[1]] else "''"),
+        )
+
     # DT-DATA-001 / 002 / 003 on score, logprob_sum, logprob_first.
     vals: dict[str, np.ndarray] = {}
     exb = None if ex is None else ex[:, None, :, None, None] & used5

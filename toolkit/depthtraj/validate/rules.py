@@ -269,6 +269,13 @@ _RULES: list[Rule] = [
         "recollect the named questions with depthtraj collect --probes; J J^T and second moments "
         "are PSD by construction",
     ),
+    Rule(
+        "DT-DATA-016", "error", "data", "5",
+        "`prompt_hash`, when present, MUST be the sha256 hex digest (64 lowercase hex digits) of "
+        "the prompt in used arrangements and '' in unused ones.",
+        "write hashlib.sha256(prompt.encode('utf-8')).hexdigest() of each arrangement's prompt "
+        "(depthtraj collect does); '' where the question does not use the arrangement",
+    ),
 ]
 
 #: Every rule, by id, in the order of the spec (attrs, structure, data).
