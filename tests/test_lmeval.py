@@ -1,0 +1,278 @@
+"""Every multiple-choice benchmark (issue 26): tasks as plugins (``depthtraj.tasks`` entry points),
+lm-evaluation-harness's registry (``--task lmeval:NAME``) and lm-eval-compatible results
+(``depthtraj summary``), on local documents made here (``tests/lmeval_docs.py``), never the hub.
+
+* The requests equal the harness's own, byte for byte: for each task, 0-shot and 5-shot, the
+  harness loads the same documents through its *own* path (``TaskManager().load`` with
+  ``datasets.load_dataset`` answering from the local files, as if the hub had them), seeds its
+  sampler as ``simple_evaluate`` does and builds its requests; depthtraj's questions must carry
+  the same context, continuations and gold answer for every document, in order.
+* On a tiny Huginn checkpoint, the store's log-likelihood at depth T equals lm-eval's ``HFLM`` on
+  the same requests (fp32, within 1e-4 nats), and ``acc`` / ``acc_norm`` from the store equal the
+  harness's ``process_results`` over HFLM's outputs.
+* Refusals and bad input are one line, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import lm_eval  # the `lmeval` extra: installed by `make test`
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from depthtraj.cli import app
+from depthtraj.tasks import get_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lmeval_docs as D  # noqa: E402
+
+CHECKED = ["arc_easy", "arc_challenge", "piqa", "openbookqa", "sciq", "boolq", "hellaswag", "mmlu_anatomy",
+           "truthfulqa_mc1"]
+CLI = [sys.executable, "-c", "from depthtraj.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lmeval")
+    for name in [*CHECKED, "winogrande", "truthfulqa_mc2"]:
+        D.write_task(root, name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def manager():
+    """The harness's own TaskManager (indexing every YAML takes seconds: once per module)."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager()
+
+
+def _harness_requests(name: str, root: Path, shots: int, monkeypatch, manager):
+    """``[(context, [continuations], gold)]`` per document, built by the harness alone."""
+    import datasets
+
+    def fake_load_dataset(path=None, name=None, **kw):  # the hub, answered from the local files
+        folder = root / ("mmlu_" + name if path == "cais/mmlu" else _folder_of(path, name))
+        return datasets.DatasetDict({f.stem: datasets.Dataset.from_json(str(f)) for f in folder.glob("*.jsonl")})
+
+    monkeypatch.setattr("lm_eval.api.task.datasets.load_dataset", fake_load_dataset)
+    task = manager.load([name])["tasks"][name]
+    if task.get_config("num_fewshot") != 0:  # as lm_eval.simple_evaluate(num_fewshot=shots)
+        task.set_config(key="num_fewshot", value=shots)
+    task.set_fewshot_seed(seed=1234)
+    task.build_all_requests()
+    out = {}
+    for inst in task.instances:
+        ctx, cont = inst.arguments[0], inst.arguments[1]
+        entry = out.setdefault(inst.doc_id, [ctx, [], task.doc_to_target(inst.doc), task.doc_to_choice(inst.doc)])
+        assert entry[0] == ctx
+        entry[1].append(cont)
+    return [out[k] for k in sorted(out)]
+
+
+_HUB = {"allenai/ai2_arc": {"ARC-Easy": "arc_easy", "ARC-Challenge": "arc_challenge"}, "baber/piqa": "piqa",
+        "allenai/openbookqa": "openbookqa", "allenai/sciq": "sciq", "aps/super_glue": "boolq",
+        "Rowan/hellaswag": "hellaswag", "truthfulqa/truthful_qa": "truthfulqa_mc1"}
+
+
+def _folder_of(path, name):
+    v = _HUB[path]
+    return v[name] if isinstance(v, dict) else v
+
+
+@pytest.mark.parametrize("shots", [0, 5])
+@pytest.mark.parametrize("name", CHECKED)
+def test_requests_equal_the_harness_own(name, shots, data, monkeypatch, manager):
+    task = get_task(f"lmeval:{name}").configure(num_fewshot=shots)
+    ours = task.load(data / name)
+    theirs = _harness_requests(name, data, shots, monkeypatch, manager)
+    assert len(ours) == len(theirs) == 6
+    for q, (ctx, conts, gold, choices) in zip(ours, theirs):
+        assert task.text_prompt(q, options=False) == ctx  # F2 is the harness's context, byte for byte
+        assert [task.continuation(q, k) for k in range(len(q.choices))] == conts
+        gold = choices.index(gold) if isinstance(gold, str) else gold
+        assert q.answer == gold and list(q.choices) == [str(c) for c in choices]
+    if shots and name != "truthfulqa_mc1":  # its config fixes 0 shots, as lm-eval keeps it
+        assert ours[0].context.count(ours[0].target_delimiter) > 1 and len(ours[0].context) > len(ours[0].stem)
+    prov = task.provenance()
+    assert prov["harness_version"] == lm_eval.__version__ == "0.4.13"
+    assert prov["num_fewshot"] == (0 if name == "truthfulqa_mc1" else shots) and prov["config_hash"].startswith("sha256:")
+
+
+def test_the_mmlu_group_reads_one_directory_per_subject(tmp_path, manager):
+    tm = manager
+    subjects = tuple(sorted(n.removeprefix("mmlu_") for n in tm.all_subtasks
+                            if n.startswith("mmlu_") and tm.task_index[n].yaml_path is not None
+                            and "/mmlu/default/" in str(tm.task_index[n].yaml_path)))
+    assert len(subjects) == 57
+    root = D.write_task(tmp_path, "mmlu", n_eval=2, subjects=subjects)
+    qs = get_task("lmeval:mmlu").load(root)
+    assert len(qs) == 114 and {q.subject for q in qs} == {f"mmlu_{s}" for s in subjects}
+    assert all(q.task == "lmeval:mmlu" and q.id.startswith(q.subject + "/test/") for q in qs)
+    (root / "anatomy" / "test.jsonl").unlink()
+    (root / "anatomy" / "dev.jsonl").unlink()
+    (root / "anatomy").rmdir()
+    with pytest.raises(Exception, match="no data for member task 'mmlu_anatomy'"):
+        get_task("lmeval:mmlu").load(root)
+
+
+@pytest.mark.parametrize("fmt", ["saved", "parquet"])
+def test_saved_datasets_and_parquet_read_like_json_lines(fmt, data, tmp_path):
+    other = D.write_task(tmp_path, "hellaswag", fmt=fmt)
+    a = get_task("lmeval:hellaswag").configure(num_fewshot=2).load(data / "hellaswag")
+    b = get_task("lmeval:hellaswag").configure(num_fewshot=2).load(other)
+    assert [(q.context, q.choices, q.answer) for q in a] == [(q.context, q.choices, q.answer) for q in b]
+
+
+def test_one_file_is_the_eval_split(data):
+    qs = get_task("lmeval:piqa").configure(num_fewshot=0).load(data / "piqa" / "validation.jsonl")
+    assert len(qs) == 6 and qs[0].id == "piqa/validation/0"
+
+
+# ------------------------------------------------------------------------------- one line, exit 2
+def _cli(*args):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """The tiny Huginn checkpoint with a zero initial state (``init_values.std = 0``: HFLM's
+    forward draws no random state) and weights that bf16 represents exactly (depthtraj's arms
+    round weights to bf16 first), mean recurrence 4."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from depthtraj.adapter import load_adapter_class
+
+    path = load_adapter_class("huginn").tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny")
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["init_values"]["std"], cfg["mean_recurrence"] = 0.0, 4
+    (path / "config.json").write_text(json.dumps(cfg))
+    model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True, torch_dtype=torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    model.save_pretrained(path)
+    return path
+
+
+REFUSALS = {
+    "winogrande": (["--task", "lmeval:winogrande", "--readout", "text"], "has multiple inputs"),
+    "truthfulqa_mc2": (["--task", "lmeval:truthfulqa_mc2", "--readout", "text"], "own process_results"),
+    "generative": (["--task", "lmeval:gsm8k", "--readout", "text"], "generate_until task"),
+    "unknown": (["--task", "lmeval:hellaswg", "--readout", "text"], "did you mean lmeval:hellaswag"),
+    "letters under F1": (["--task", "lmeval:mmlu_anatomy", "--readout", "label"], "already lists its options"),
+    "shots under F1": (["--task", "lmeval:hellaswag", "--readout", "label", "--num-fewshot", "5"],
+                       "--num-fewshot is the harness's F2 request"),
+    "shots for a native task": (["--task", "arc_challenge", "--readout", "text", "--num-fewshot", "5"],
+                                "applies to lmeval:NAME tasks"),
+    "fields missing": (["--task", "lmeval:piqa", "--readout", "text"], "have the fields goal, label, not those"),
+    "task and data counts": (["--task", "arc_challenge,mmlu", "--readout", "label"], "give one --data per task"),
+    "a group without its members": (["--task", "lmeval:mmlu", "--readout", "text"], "no data for member task"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_refusals_are_one_line_exit_2(case, data, ckpt, tmp_path):
+    """In process (the harness's index is built once); the subprocess test below runs one case
+    through the real entry point."""
+    argv, needle = REFUSALS[case]
+    folder = {"winogrande": "winogrande", "truthfulqa_mc2": "truthfulqa_mc2", "generative": "piqa",
+              "unknown": "hellaswag", "letters under F1": "mmlu_anatomy", "shots under F1": "hellaswag",
+              "shots for a native task": None, "fields missing": "broken", "task and data counts": None,
+              "a group without its members": "hellaswag"}[case]
+    if folder == "broken":
+        (tmp_path / "broken").mkdir()
+        (tmp_path / "broken" / "validation.jsonl").write_text(json.dumps({"goal": "x", "label": 0}) + "\n")
+        path = tmp_path / "broken"
+    elif folder is None:
+        path = D.SAMPLE / "arc_challenge_sample.jsonl"
+    else:
+        path = data / folder
+    out = tmp_path / "out.zarr"
+    r = CliRunner().invoke(app, ["collect", "--adapter", "huginn", "--model", str(ckpt), *argv, "--data", str(path),
+                                 "--out", str(out), "--depths", "2"])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("depthtraj: error:") and needle in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_a_refusal_through_the_entry_point(data, ckpt, tmp_path):
+    r = _cli("collect", "--adapter", "huginn", "--model", ckpt, "--task", "lmeval:winogrande", "--readout", "text",
+             "--data", data / "winogrande", "--out", tmp_path / "o.zarr")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "multiple inputs" in r.stderr, r.stderr
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_without_the_extra_the_line_names_it(monkeypatch, tmp_path):
+    import builtins
+
+    from depthtraj.tasks.lmeval import LmEvalTask
+
+    real = builtins.__import__
+
+    def no_lm_eval(name, *a, **k):
+        if name == "lm_eval" or name.startswith("lm_eval."):
+            raise ImportError("No module named 'lm_eval'", name="lm_eval")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_lm_eval)
+    with pytest.raises(Exception, match=r"pip install 'depthtraj\[lmeval\]' \(lm_eval is missing\)"):
+        LmEvalTask("hellaswag").load(tmp_path)
+
+
+# ----------------------------------------------------------------------- HFLM, acc and acc_norm
+def test_depth_T_equals_lm_eval_hflm_and_the_metrics_equal_the_harness(data, ckpt, tmp_path, monkeypatch, manager):
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    out = tmp_path / "s.zarr"
+    r = _cli("collect", "--adapter", "huginn", "--model", ckpt, "--task", "lmeval:arc_easy,lmeval:piqa",
+             "--data", f"{data / 'arc_easy'},{data / 'piqa'}", "--readout", "text", "--depths", 4,
+             "--precision", "fp32", "--num-fewshot", 1, "--out", out)
+    assert r.returncode == 0, r.stderr
+    import xarray as xr
+
+    ds = xr.open_zarr(out)
+    lm = HFLM(pretrained=str(ckpt), trust_remote_code=True, device="cpu", dtype="float32", batch_size=1)
+    summary = json.loads(CliRunner().invoke(app, ["summary", str(out), "-f", "json"]).stdout)
+    for name in ("arc_easy", "piqa"):
+        task = get_task(f"lmeval:{name}").configure(num_fewshot=1)
+        qs = task.load(data / name)
+        reqs = [Instance("loglikelihood", {}, (q.context, task.continuation(q, k)), k)
+                for q in qs for k in range(len(q.choices))]
+        got = [x for x, _ in lm.loglikelihood(reqs)]
+        ids = [str(i) for i in ds["question"].values]
+        lp = ds["logprob_sum"].isel(depth=-1, arrangement=0, precision=0).values
+        ours = [float(lp[ids.index(q.id), k]) for q in qs for k in range(len(q.choices))]
+        np.testing.assert_allclose(ours, got, atol=1e-4)  # nats, fp32
+        # the harness's own metrics over HFLM's outputs
+        harness = _harness_task(name, data, monkeypatch, manager)
+        theirs = {"acc": [], "acc_norm": []}
+        i = 0
+        for q, doc in zip(qs, harness.eval_docs):
+            res = harness.process_results(doc, [(x, False) for x in got[i:i + len(q.choices)]])
+            i += len(q.choices)
+            for m in theirs:
+                theirs[m].append(res[m])
+        res = summary["results"][f"lmeval:{name}"]
+        assert res["acc,none"] == pytest.approx(np.mean(theirs["acc"]))
+        assert res["acc_norm,none"] == pytest.approx(np.mean(theirs["acc_norm"]))
+        assert summary["n-shot"][f"lmeval:{name}"] == 1 and summary["versions"][f"lmeval:{name}"] == "1.0"
+
+
+def _harness_task(name, root, monkeypatch, manager):
+    import datasets
+
+    monkeypatch.setattr("lm_eval.api.task.datasets.load_dataset", lambda path=None, name=None, **kw: datasets.DatasetDict(
+        {f.stem: datasets.Dataset.from_json(str(f)) for f in (root / _folder_of(path, name)).glob("*.jsonl")}))
+    task = manager.load([name])["tasks"][name]
+    task.set_config(key="num_fewshot", value=1)
+    return task
