@@ -323,6 +323,73 @@ def report(
 
 
 @app.command(cls=_Command)
+def summary(
+    stores: StoresArg,
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json",
+                                        help="One screen of lm-eval's columns, or lm-eval's results JSON (values at T) "
+                                             "with the depth axis under 'depthtraj'.")] = "table",
+    log_samples: Annotated[Optional[Path], typer.Option(
+        metavar="PATH", help="Also write lm-eval-style per-question samples (doc id, prompt hash, per-candidate "
+                             "log-likelihood and greedy flag at every depth): JSON Lines, or Parquet for *.parquet.")] = None,
+    allow_defects: AllowDefectsOpt = False,
+) -> None:
+    """lm-evaluation-harness's acc, acc_norm and acc_bytes (± its stderr) per task and arm, at the
+    endpoint and at the best depth."""
+    from .analysis.summary import run_summary
+
+    raise typer.Exit(run_summary(stores, fmt=format, log_samples=log_samples, allow_defects=allow_defects))
+
+
+@app.command(cls=_Command)
+def tasks(
+    family: Annotated[Optional[str], typer.Option(
+        metavar="NAME", help="List the tasks a family knows, e.g. --family lmeval (every task, group and tag of the "
+                             "installed lm-evaluation-harness).")] = None,
+) -> None:
+    """The benchmark tasks installed (entry-point group depthtraj.tasks): name, source, licence and what
+    --data must be."""
+    from .tasks import TaskError, get_task, task_entry, task_names
+
+    if family is not None:
+        try:
+            fam = task_entry(family)
+            names = fam.names() if hasattr(fam, "names") else None
+        except TaskError as exc:
+            fail(str(exc))
+        if names is None:
+            fail(f"{family!r} is not a task family")
+        typer.echo("\n".join(f"{family}:{n}" for n in names))
+        return
+    for name in task_names():
+        if name.endswith(":"):
+            try:
+                fam = task_entry(name[:-1])
+                src, data = getattr(fam, "source", ""), getattr(fam, "data_help", "")
+                note = _family_note(name[:-1])
+            except TaskError as exc:
+                src, data, note = "", "", str(exc)
+            typer.echo(f"{name}NAME\n    {src}{note}\n    --data: {data}")
+            continue
+        try:
+            t = get_task(name)
+            typer.echo(f"{name}\n    {t.source}; licence {t.license}\n    --data: {t.data_help}")
+        except TaskError as exc:
+            typer.echo(f"{name}\n    cannot be loaded: {exc}")
+
+
+def _family_note(name: str) -> str:
+    if name != "lmeval":
+        return ""
+    import importlib.util
+
+    if importlib.util.find_spec("lm_eval") is None:
+        return " (not installed: pip install 'depthtraj[lmeval]')"
+    from importlib.metadata import version
+
+    return f" (lm-eval {version('lm_eval')} installed; depthtraj tasks --family lmeval lists its tasks)"
+
+
+@app.command(cls=_Command)
 def exits(
     stores: StoresArg,
     out: Annotated[Optional[Path], typer.Option(metavar="DIR", help="Write exits.json, one policy-<rule>.json per "
@@ -416,10 +483,18 @@ class _Progress:
 def collect(
     adapter: Annotated[str, typer.Option(help="Adapter entry-point name (group depthtraj.adapters), e.g. huginn.")],
     model: Annotated[str, typer.Option(help="Checkpoint directory (from_pretrained, trust_remote_code).")],
-    task: Annotated[str, typer.Option(help="arc_challenge | mmlu")],
-    data: Annotated[Path, typer.Option(help="ARC JSON Lines file, or an MMLU CSV file or directory of them.")],
+    task: Annotated[list[str], typer.Option(
+        metavar="TASK[,TASK..]", help="Installed task(s) (depthtraj tasks): arc_challenge, mmlu, lmeval:NAME (the lmeval "
+                                      "extra), ...; a comma list or repeated, one --data each, into one store.")],
+    data: Annotated[list[str], typer.Option(
+        metavar="PATH[,PATH..]", help="Each task's local data, in --task order: ARC JSON Lines; an MMLU CSV file or "
+                                      "directory; for lmeval:NAME a saved Hugging Face dataset directory, a directory of "
+                                      "<split>.jsonl/.parquet files, or one such file.")],
     out: Annotated[str, typer.Option(help="Store to write (zarr v3 directory or fsspec URL).")],
-    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions of each task.")] = None,
+    num_fewshot: Annotated[Optional[int], typer.Option(
+        metavar="N", help="lmeval:NAME tasks, answer-text readout without options: in-context examples of the "
+                          "harness's own few-shot prompt (seeded as lm-eval seeds it). Default: the task's own.")] = None,
     depths: Annotated[int, typer.Option(help="Endpoint T: record every recurrence step 1..T.")] = 32,
     precision: Annotated[str, typer.Option(help="Comma-separated arms: bf16, bf16-fp32head, fp32.")] = "bf16",
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
@@ -460,12 +535,21 @@ def collect(
     try:
         check_readout(readout, options, arrangements)
         shard_ij = parse_shard(shard)
-        label = f"{task} × {depths} steps" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]" if shard_ij else "")
+        tasks = [t.strip() for item in task for t in item.split(",") if t.strip()]
+        paths = [p.strip() for item in data for p in item.split(",") if p.strip()]
+        if len(tasks) != len(paths):
+            raise CollectError(f"--task names {len(tasks)} task(s) and --data {len(paths)} path(s); give one --data "
+                               f"per task, in the same order")
+        if num_fewshot is not None and (readout == "label" or options):
+            raise CollectError("--num-fewshot is the harness's F2 request (--readout text without --options); the "
+                               "options template of F1/F3 is zero-shot")
+        label = f"{','.join(tasks)} × {depths} steps" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]" if shard_ij else "")
         try:
             summary = run_collect(
                 adapter=adapter,
                 model=model,
-                sources=[Source(task, data, limit)],
+                sources=[Source(t, Path(p), limit, num_fewshot=num_fewshot)
+                         for t, p in zip(tasks, paths)],
                 out=out,
                 depths=depths,
                 precision=[p for p in precision.split(",") if p.strip()],

@@ -1,0 +1,191 @@
+"""``depthtraj summary``: lm-eval's acc / acc_norm / acc_bytes against a slow reference written from
+``lm_eval.api.task.ConfigurableTask.process_results`` on synthetic stores (label and text, with
+arrangements and unknown labels), the lm-eval results layout, the per-question samples (JSON Lines
+and Parquet), and tasks as plugins (``depthtraj tasks``, a third-party entry point, several tasks
+in one ``collect``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+from typer.testing import CliRunner
+
+from depthtraj.cli import app
+from depthtraj.testing import synthetic_store
+
+
+def _store(path, readout, arrangements=1, seed=0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return synthetic_store(path, 40, endpoint=5, k_mix=(3, 4, 5), readout=readout, arrangements=arrangements,
+                               precision=("bf16", "fp32"), chunk_size=7, seed=seed, tasks=("arc_challenge", "mmlu"))
+
+
+def _reference(ds, task, arm):
+    """{metric: [value per depth]}, {metric: [stderr]}: a question's value is the mean over its
+    used arrangements of 1{argmax (first maximum) = gold}; questions with a label only."""
+    text = ds.attrs["depthtraj"]["readout"]["kind"] == "text"
+    ll = ds["logprob_sum" if text else "score"].sel(precision=arm).transpose("question", "depth", "candidate",
+                                                                               "arrangement").values
+    order = ds["arrangement_order"].values
+    out, err = {}, {}
+    for m in (("acc", "acc_norm", "acc_bytes") if text else ("acc",)):
+        per_depth, per_err = [], []
+        for j in range(ll.shape[1]):
+            vals = []
+            for i in range(ll.shape[0]):
+                if str(ds["task"].values[i]) != task:
+                    continue
+                K, gold = int(ds["n_candidates"].values[i]), int(ds["label"].values[i])
+                if not 0 <= gold < K:
+                    continue
+                texts = [str(t) for t in ds["candidate_text"].values[i, :K]]
+                hits = []
+                for a in range(order.shape[1]):
+                    if order[i, a, 0] < 0:
+                        continue
+                    scores = []
+                    for k in range(K):
+                        div = {"acc": 1.0, "acc_norm": len(texts[k]), "acc_bytes": len(texts[k].encode("utf-8"))}[m]
+                        scores.append(ll[i, j, k, a] / div)
+                    best = max(range(K), key=lambda k: (scores[k], -k))
+                    hits.append(1.0 if best == gold else 0.0)
+                vals.append(sum(hits) / len(hits))
+            n = len(vals)
+            mean = sum(vals) / n
+            per_depth.append(mean)
+            per_err.append(math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1) / n))
+        out[m], err[m] = per_depth, per_err
+    return out, err
+
+
+@pytest.mark.parametrize("readout,arrangements", [("label", 1), ("text", 1), ("text", 4)])
+def test_the_metrics_equal_lm_evals_definitions(readout, arrangements, tmp_path):
+    path = _store(tmp_path / "s.zarr", readout, arrangements)
+    r = CliRunner().invoke(app, ["summary", path, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    ds = xr.open_zarr(path).load()
+    for key in ("results", "versions", "n-shot", "higher_is_better", "n-samples", "configs", "config"):
+        assert key in doc
+    for task in ("arc_challenge", "mmlu"):
+        for arm in ("bf16", "fp32"):
+            key = f"{task}@{arm}"
+            ref, err = _reference(ds, task, arm)
+            byd = doc["depthtraj"]["by_depth"][key]
+            for m in ref:
+                np.testing.assert_allclose(byd[f"{m},none"], ref[m], rtol=1e-12)
+                np.testing.assert_allclose(byd[f"{m}_stderr,none"], err[m], rtol=1e-9)
+                assert doc["results"][key][f"{m},none"] == pytest.approx(ref[m][-1])
+            if readout == "label":
+                assert "acc_norm,none" not in doc["results"][key]
+            best = doc["depthtraj"]["best_depth"][key]
+            assert best["depth"] == 1 + int(np.argmax(ref["acc"])) and best["acc,none"] == pytest.approx(max(ref["acc"]))
+    r = CliRunner().invoke(app, ["summary", path])
+    assert r.exit_code == 0 and "acc_norm @T" in r.stdout and "best depth" in r.stdout
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_log_samples(suffix, tmp_path):
+    path = _store(tmp_path / "s.zarr", "text", 4)
+    target = tmp_path / f"samples.{suffix}"
+    r = CliRunner().invoke(app, ["summary", path, "--log-samples", str(target)])
+    assert r.exit_code == 0, r.output
+    if suffix == "jsonl":
+        recs = [json.loads(line) for line in target.read_text().splitlines()]
+    else:
+        import pyarrow.parquet as pq
+
+        recs = pq.read_table(target).to_pylist()
+    ds = xr.open_zarr(path).load()
+    used = int((ds["arrangement_order"].values[:, :, 0] >= 0).sum())
+    assert len(recs) == used * 2  # every used (question, arrangement), per arm
+    r0 = recs[0]
+    assert r0["question_id"] == str(ds["question"].values[0]) and r0["depth"] == [1, 2, 3, 4, 5]
+    K = int(ds["n_candidates"].values[0])
+    np.testing.assert_allclose(np.array(r0["loglikelihood"], dtype=float),
+                               ds["logprob_sum"].isel(question=0, arrangement=r0["arrangement"]).sel(
+                                   precision=r0["arm"]).values[:, :K], rtol=1e-6)
+    assert set(r0) >= {"doc_id", "prompt_hash", "target", "acc", "acc_norm", "acc_bytes", "is_greedy"} - {"is_greedy"}
+    assert not list(tmp_path.glob(".samples*"))
+
+
+def test_bad_input_is_one_line(tmp_path):
+    r = CliRunner().invoke(app, ["summary", str(tmp_path / "none.zarr")])
+    assert r.exit_code == 2 and r.stderr.startswith("depthtraj: error:") and r.stderr.count("\n") == 1
+    path = _store(tmp_path / "s.zarr", "label")
+    r = CliRunner().invoke(app, ["summary", path, "-f", "yaml"])
+    assert r.exit_code == 2 and "--format" in r.stderr
+
+
+# ------------------------------------------------------------------------------ tasks as plugins
+def test_depthtraj_tasks_lists_the_installed_tasks():
+    r = CliRunner().invoke(app, ["tasks"])
+    assert r.exit_code == 0, r.output
+    for name in ("arc_challenge", "mmlu", "lmeval:NAME"):
+        assert name in r.stdout
+    r = CliRunner().invoke(app, ["tasks", "--family", "lmeval"])
+    assert r.exit_code == 0 and "lmeval:hellaswag" in r.stdout.split()
+
+
+class ToyTask:
+    """Stand-in module attribute for the entry point below (see the test)."""
+
+
+def test_a_third_party_task_registers_by_entry_point(monkeypatch, tmp_path):
+    from importlib.metadata import EntryPoint
+
+    import depthtraj.tasks as T
+    from depthtraj.tasks import Question, Task
+
+    class Toy(Task):
+        name = "toy"
+        source = "made in a test"
+        license = "CC0-1.0"
+        data_help = "anything"
+
+        def load(self, path):
+            return [Question("t1", "toy", "", "Two plus two?", ("three", "four"), ("A", "B"), 1)]
+
+        def description(self, q, *, options):
+            return "Toy arithmetic.\n\n"
+
+    monkeypatch.setattr(f"{__name__}.ToyTask", Toy, raising=False)
+    eps = dict(T._entry_points())
+    eps["toy"] = EntryPoint(name="toy", value=f"{__name__}:ToyTask", group=T.TASK_GROUP)
+    monkeypatch.setattr(T, "_entry_points", lambda: eps)
+    for f in (T.task_entry, T.get_task):
+        f.cache_clear()
+    try:
+        assert "toy" in T.task_names()
+        task = T.get_task("toy")
+        (q,) = T.load_task("toy", tmp_path)
+        assert T.render_label_prompt(q) == "Toy arithmetic.\n\nQuestion: Two plus two?\nA. three\nB. four\nAnswer:"
+        with pytest.raises(T.TaskError, match="unknown task 'nope'"):
+            T.get_task("nope")
+        assert task.templates(readout="label", options=True)[0] == "mc-label-v1"
+    finally:
+        for f in (T.task_entry, T.get_task):
+            f.cache_clear()
+
+
+@pytest.mark.models
+def test_one_collect_writes_several_tasks(tiny_huginn, arc_sample, mmlu_sample, tmp_path):
+    out = tmp_path / "both.zarr"
+    r = CliRunner().invoke(app, ["collect", "--adapter", "huginn", "--model", str(tiny_huginn),
+                                 "--task", "arc_challenge,mmlu", "--data", f"{arc_sample},{mmlu_sample}",
+                                 "--limit", "2", "--depths", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    ds = xr.open_zarr(out)
+    assert [str(t) for t in ds["task"].values] == ["arc_challenge"] * 2 + ["mmlu"] * 2
+    names = [t["name"] for t in ds.attrs["depthtraj"]["tasks"]]
+    assert names == ["arc_challenge", "mmlu"] and len(set(ds["prompt_hash"].values[:, 0])) == 4
+    r = CliRunner().invoke(app, ["collect", "--adapter", "huginn", "--model", str(tiny_huginn),
+                                 "--task", "arc_challenge", "--task", "arc_challenge", "--data", str(arc_sample),
+                                 "--data", str(arc_sample), "--out", str(tmp_path / "twice.zarr")])
+    assert r.exit_code == 2 and "given twice" in r.stderr
