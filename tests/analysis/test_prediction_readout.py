@@ -93,7 +93,7 @@ def _evaluate(ds, **kw):
             "allocation": pred.allocation, "pred": pred}
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(readout=st.sampled_from(["label", "text"]), arrangements=st.sampled_from([1, 4]), n=st.integers(24, 40),
        seed=st.integers(0, 10_000), loss=st.sampled_from(["weighted", "two-block"]),
        fold_seed=st.integers(0, 5), level=st.sampled_from([0.9, 0.95]),
