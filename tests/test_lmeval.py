@@ -211,10 +211,8 @@ def test_a_refusal_through_the_entry_point(data, ckpt, tmp_path):
     assert not (tmp_path / "o.zarr").exists()
 
 
-def test_without_the_extra_the_line_names_it(monkeypatch, tmp_path):
+def test_without_the_extra_the_line_names_it(monkeypatch, data, ckpt, tmp_path):
     import builtins
-
-    from depthtraj.tasks.lmeval import LmEvalTask
 
     real = builtins.__import__
 
@@ -224,8 +222,11 @@ def test_without_the_extra_the_line_names_it(monkeypatch, tmp_path):
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_lm_eval)
-    with pytest.raises(Exception, match=r"pip install 'depthtraj\[lmeval\]' \(lm_eval is missing\)"):
-        LmEvalTask("hellaswag").load(tmp_path)
+    out = tmp_path / "o.zarr"
+    r = CliRunner().invoke(app, ["collect", "--adapter", "huginn", "--model", str(ckpt), "--task", "lmeval:hellaswag",
+                                 "--readout", "text", "--data", str(data / "hellaswag"), "--out", str(out)])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "pip install 'depthtraj[lmeval]' (lm_eval is missing)" in r.stderr and not out.exists()
 
 
 # ----------------------------------------------------------------------- HFLM, acc and acc_norm
