@@ -90,6 +90,8 @@ CASES = {
     "validate: a file": (lambda b: ["validate", str(b["root"] / "a-file")], "a-file", "pre"),
     "analyze: a file": (lambda b: ["analyze", str(b["root"] / "a-file")], "a-file", "pre"),
     "analyze: bad --sections": (lambda b: ["analyze", str(b["root"] / "a-file"), "--sections", "9"], "--sections", "pre"),
+    "collect: an adapter of another model type": (lambda b: [*_collect(b)[:2], "ouro", *_collect(b)[3:]],
+                                                   "--adapter ouro drives model_type ouro checkpoints", "pre"),
     "collect: depths beyond bounds": (lambda b: _collect(b, extra=["--depths", "99999999999"]), "--depths must be <= 4096",
                                       "pre"),
     "analyze: huge --bootstrap": (lambda b: ["analyze", str(b["root"] / "a-file"), "--bootstrap", str(10 ** 12)],

@@ -100,6 +100,7 @@ class OuroAdapter(LoopedLMAdapter):
     family = "ouro"
     #: the paper's pin (pd:app:tab:checkpoints)
     pinned_revisions = {"ByteDance/Ouro-1.4B": "574fa66cb8bf"}
+    model_types = ("ouro",)
     version = "0.1.0"
 
     pad_token_id = 0

@@ -125,6 +125,7 @@ class HuginnAdapter(LoopedLMAdapter):
     family = "raven"
     #: the paper's pin (pd:app:tab:checkpoints); the hub resolves a full hash, the cache a prefix
     pinned_revisions = {"tomg-group-umd/huginn-0125": "bb6621b65e90"}
+    model_types = ("huginn_raven",)
     version = "0.2.0"
 
     @classmethod

@@ -130,6 +130,7 @@ class RecurrentLlamaAdapter(LoopedLMAdapter):
     family = "raven"
     #: the paper's pin of R32 (pd:app:tab:checkpoints)
     pinned_revisions = {"smcleish/Recurrent-Llama-3.2-train-recurrence-32": "a5f6f126e9d9"}
+    model_types = ("huginn_raven",)
     version = "0.1.0"
 
     def __init__(self, model: Any, tokenizer: Any, **kwargs: Any) -> None:

@@ -880,8 +880,9 @@ def _(p):
 
 @case(
     "invalid", "data_013_missing_score_chunk",
-    "score's first chunk file is deleted although its 2 questions are complete: it reads as NaN.",
-    ("DT-DATA-001", "DT-DATA-013"),
+    "score's first chunk file is deleted although its 2 questions are complete: it reads as NaN; the cause is "
+    "reported once (DT-DATA-013), not again as its NaN scores (DT-DATA-001).",
+    ("DT-DATA-013",),
 )
 def _(p):
     _base(p)

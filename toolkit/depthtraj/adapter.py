@@ -552,6 +552,9 @@ class LoopedLMAdapter(abc.ABC):
     version: ClassVar[str]
     #: hub id -> the revision ``collect`` loads when no ``--revision`` is given (the paper's pins)
     pinned_revisions: ClassVar[Mapping[str, str]] = {}
+    #: the ``model_type`` values (config.json) of checkpoints this adapter drives; ``collect``
+    #: refuses another before loading weights (empty: any)
+    model_types: ClassVar[tuple[str, ...]] = ()
 
     pad_token_id: int = 0
     self_check_report: SelfCheckReport | None = None

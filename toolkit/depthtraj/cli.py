@@ -509,7 +509,10 @@ def collect(
     resume: Annotated[bool, typer.Option(help="Continue an existing store: collect only its incomplete chunks.")] = False,
     readout: Annotated[str, typer.Option(help="label (F1: option letters) | text (F2/F3: answer texts, character-normalised).")] = "label",
     options: Annotated[bool, typer.Option("--options", help="Text readout: display the options block (F3); label readouts always do.")] = False,
-    arrangements: Annotated[int, typer.Option(help="1: identity order | 4: balanced arrangements (needs displayed options).")] = 1,
+    arrangements: Annotated[int, typer.Option(
+        help="1: identity order | 4: balanced arrangements (needs displayed options): a Latin square of K arrangements per "
+             "question of K options (4 for K = 4, 5 for a 5-option ARC question, 3 for K = 3); the store's arrangement "
+             "dim is the largest K, the questions with fewer leave the rest unused.")] = 1,
     shard: Annotated[Optional[str], typer.Option(help="i/n: collect only chunks c with c mod n = i-1; n processes fill one store.")] = None,
     revision: Annotated[Optional[str], typer.Option(
         metavar="REV", help="Checkpoint revision (hub branch, tag or commit; a cached snapshot by a 7+ character prefix; "

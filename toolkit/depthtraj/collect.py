@@ -561,6 +561,7 @@ def collect(
     if pinned:
         log(f"--model {model}: the adapter's pinned revision {revision} (--revision to choose another)")
     model = checked
+    _check_model_type(adapter_cls, adapter, model)
     check_models_extra()
     _check_device(device)
     log(f"loading {adapter} model from {model} on {device}")
@@ -573,12 +574,21 @@ def collect(
         raise CollectError(str(exc)) from None
     except TokenizerLoadError as exc:
         raise CollectError(f"{model}: cannot load the tokenizer ({_first_line(exc.__cause__)})") from None
+    except AttributeError as exc:  # an adapter's hooks read what this model class does not have
+        raise CollectError(f"--adapter {adapter} cannot drive the model at {model} ({_first_line(exc)}); "
+                           f"{_adapters_for(model, exclude=adapter)}") from None
     except Exception as exc:  # from_pretrained and remote code raise many types
         raise CollectError(f"{model}: cannot load the model ({_first_line(exc)})") from None
     if runner.self_check_report is not None:
         log(runner.self_check_report.line())
 
     orders = arrangement_orders([len(q.choices) for q in questions], arrangements)
+    if arrangements != 1:
+        ks = np.bincount([len(q.choices) for q in questions])
+        per = ", ".join(f"{int(n)} question{'s' if n != 1 else ''} of K = {k}: {k} arrangements"
+                        for k, n in enumerate(ks) if n)
+        log(f"--arrangements {arrangements}: balanced designs of K arrangements per question ({per}); the store's "
+            f"arrangement dim has {orders.shape[1]}")
     items = tokenize_items(runner.tokenizer, questions, orders, readout=readout, options=options)
     qs = question_set(questions, seed, orders, items)
     stored = _stored_execution(out) if exists else None
@@ -804,6 +814,43 @@ def _is_oom(exc: BaseException) -> bool:
 #: The deepest endpoint ``collect`` takes (recurrent models run T = 32 to 128 steps; a layer
 #: store has one depth per layer).
 MAX_DEPTHS = 4096
+
+
+def _model_type(model) -> str | None:
+    import json
+
+    try:
+        return json.loads((Path(str(model)) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None  # a hub id resolved elsewhere: from_pretrained reads it
+
+
+def _adapters_for(model, exclude: str = "") -> str:
+    """Which installed adapters (other than ``exclude``) drive ``model``'s model_type (for an
+    error line)."""
+    from .adapter import available_adapters, load_adapter_class
+
+    mt = _model_type(model)
+    fits = []
+    for name in sorted(available_adapters()):
+        try:
+            cls = load_adapter_class(name)
+        except Exception:  # noqa: BLE001 - a broken third-party adapter is not a hint
+            continue
+        if mt is not None and mt in getattr(cls, "model_types", ()) and name != exclude:
+            fits.append(name)
+    kind = f"a {mt!r} checkpoint" if mt else "this checkpoint"
+    return f"{kind}: try --adapter {' or '.join(fits)}" if fits else f"no installed adapter declares {kind}"
+
+
+def _check_model_type(adapter_cls, adapter: str, model) -> None:
+    """Refuse, before weights load, a checkpoint whose config.json model_type the adapter does not
+    drive (one line naming both and the adapters that do)."""
+    accepted = tuple(getattr(adapter_cls, "model_types", ()) or ())
+    mt = _model_type(model)
+    if accepted and mt is not None and mt not in accepted:
+        raise CollectError(f"--adapter {adapter} drives model_type {', '.join(accepted)} checkpoints, but {model} is "
+                           f"{_adapters_for(model)}")
 
 
 def auto_batch_size(runner, items: Sequence[_Item], qs: QuestionSet, depths: int,

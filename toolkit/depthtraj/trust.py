@@ -242,7 +242,7 @@ def admit(path, *, storage_options: Mapping[str, Any] | None = None,
         if gaps:
             extra = f" (+{len(gaps) - 1} more missing chunks)" if len(gaps) > 1 else ""
             raise UntrustedStore(_one_line(
-                f"{gaps[0].line(p)} although its questions are marked complete (DT-DATA-001){extra}"))
+                f"{gaps[0].line(p)} although its questions are marked complete (DT-DATA-013){extra}"))
     return Admission(store=p, n_questions=n, complete=complete, incomplete_ids=incomplete_ids,
                      consolidated=consolidated, kind=kind, notes=notes, defects=defects)
 

@@ -114,12 +114,15 @@ def check_data(ctx: Context, col: Collector) -> None:
     step = ctx.question_chunk()
     incomplete: list[str] = []
     n_incomplete = 0
-    _missing(ctx, col)
+    gaps = _missing(ctx, col)
     per_question = [name for name in sorted(ctx.ok) if ctx.arrays[name].dims
                     and ctx.arrays[name].dims[0] == L.QUESTION and name not in (L.QUESTION, "complete")]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for start in range(0, n, step):
             ch = _Chunk(ctx, labels, start, min(n, start + step))
+            for name, ranges in gaps.items():  # a missing chunk is reported once, as DT-DATA-013
+                if any(a < ch.stop and b > ch.start for a, b in ranges):
+                    ch.ok.discard(name)
             ch.load(col, ("complete",))
             if "complete" in ch.ok:
                 done = ch.read("complete").astype(bool)
@@ -155,24 +158,30 @@ def _undecodable(ctx: Context, col: Collector, name: str, start: int, stop: int,
                 f"{b.where()} cannot be decoded ({b.detail})")
 
 
-def _missing(ctx: Context, col: Collector) -> None:
+def _missing(ctx: Context, col: Collector) -> dict[str, list[tuple[int, int]]]:
     """DT-DATA-013: chunks of data variables absent from the store under complete questions
-    (a reader would see their fill value)."""
+    (a reader would see their fill value). Returns the question ranges ``[start, stop)`` of each
+    variable's missing chunks: the data rules do not read them (the missing chunk is the cause;
+    its fill values would otherwise be reported again, as DT-DATA-001 NaN scores)."""
     from ..chunks import missing_chunks
 
+    gaps: dict[str, list[tuple[int, int]]] = {}
     if "complete" not in ctx.ok:
-        return
+        return gaps
     try:
         done = np.asarray(ctx.arrays["complete"].array[...], dtype=bool)
     except Exception:  # noqa: BLE001 - reported chunk by chunk by check_data
-        return
+        return gaps
     for name in L.DATA_VARIABLES:
         if name not in ctx.ok:
             continue
         for b in missing_chunks(ctx.arrays[name].array, name, rows=done):
             col.add("DT-DATA-013", f"{name}.chunks[{', '.join(map(str, b.chunk))}]",
                     f"{b.where()} is missing from the store although its questions are complete "
-                    "(it reads as the fill value)")
+                    "(it reads as the fill value; the data rules skip it)")
+            if b.questions is not None:
+                gaps.setdefault(name, []).append(tuple(b.questions))
+    return gaps
 
 
 def _check_chunk(ctx: Context, col: Collector, ch: _Chunk) -> None:
