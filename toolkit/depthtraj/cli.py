@@ -165,7 +165,9 @@ GridOpt = Annotated[
 EndpointOpt = Annotated[
     Optional[list[int]], typer.Option(metavar="T", help="Endpoint depth T (default: the store's last depth). Repeatable.")
 ]
-BootstrapOpt = Annotated[int, typer.Option(metavar="DRAWS", help="Whole-question bootstrap draws (0: none).")]
+BootstrapOpt = Annotated[int, typer.Option(metavar="DRAWS", help="Whole-question bootstrap draws (0: none); the same "
+                                                                  "default, 2000 (the paper's), in analyze, report and "
+                                                                  "exits.")]
 SeedOpt = Annotated[int, typer.Option(metavar="SEED", help="Bootstrap seed.")]
 LevelOpt = Annotated[float, typer.Option(metavar="LEVEL", help="Interval coverage, in (0, 1).")]
 NormalizationOpt = Annotated[
@@ -238,7 +240,7 @@ def analyze(
     stores: StoresArg,
     grid: GridOpt = ["quarter", "native"],
     endpoint: EndpointOpt = None,
-    bootstrap: BootstrapOpt = 5000,
+    bootstrap: BootstrapOpt = 2000,
     seed: SeedOpt = 0,
     level: LevelOpt = 0.95,
     normalization: NormalizationOpt = None,
@@ -320,6 +322,15 @@ def report(
             energy_matching=energy_matching,
         )
     )
+
+
+def _command_line() -> str:
+    """``<UTC time>: depthtraj <argv...>``, shell-quoted: a store's CF ``history`` line."""
+    import datetime as _dt
+    import shlex
+
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{now}: depthtraj {shlex.join(sys.argv[1:])}"
 
 
 @app.command(cls=_Command)
@@ -571,6 +582,7 @@ def collect(
                 revision=revision,
                 probes=probes,
                 probe_draws=probe_draws,
+                history=_command_line(),
             )
         finally:
             if bars:

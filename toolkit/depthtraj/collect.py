@@ -444,6 +444,7 @@ def collect(
     batching: str = "invariant",
     probes: Sequence[int] | str | None = None,
     probe_draws: int = 512,
+    history: str | None = None,
 ) -> CollectSummary:
     """Collect per-depth score trajectories and write a format-v1 store.
 
@@ -493,6 +494,9 @@ def collect(
         ``attrs.probes``). ``None`` (default): no probes.
     progress
         Called with ``(done, total)`` questions after each batch.
+    history
+        The store's root ``history`` attribute (CF): ``depthtraj collect`` passes the creation
+        time and its exact command line; default a line naming the writer.
     revision
         The checkpoint revision to load and record (hub branch, tag or commit hash; a prefix of
         at least 7 characters selects a cached snapshot; for a local directory, a prefix of its
@@ -644,10 +648,11 @@ def collect(
         if exists:
             writer = TrajectoryWriter.resume(out, qs, attrs)
         elif remote:
-            writer, created = TrajectoryWriter.create(out, attrs, qs, optional=store_optional, chunk_size=chunk_size), True
+            writer, created = TrajectoryWriter.create(out, attrs, qs, optional=store_optional, chunk_size=chunk_size,
+                                                      history=history), True
         else:
             writer, created = TrajectoryWriter.create_or_join(
-                out, attrs, qs, optional=store_optional, chunk_size=chunk_size
+                out, attrs, qs, optional=store_optional, chunk_size=chunk_size, history=history
             )
     except StoreError as exc:
         raise CollectError(str(exc)) from None

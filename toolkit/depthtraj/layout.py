@@ -37,6 +37,8 @@ class ArraySpec:
     description: str
     units: str | None = None
     coordinate: bool = False
+    #: the paper's labels of what the array holds (written as the ``paper`` attribute)
+    paper: str | None = None
 
     @property
     def per_question(self) -> bool:
@@ -77,10 +79,10 @@ VARIABLES: dict[str, ArraySpec] = {
     for s in [
         ArraySpec(
             "score", SCORE_DIMS, "float", "always",
-            "The readout every analysis uses: log-probability of the label token (label readout, "
-            "pd:eq:f1) or normalised continuation log-likelihood (text readout, pd:eq:f2). NaN "
-            "for candidate >= n_candidates and in unused arrangements.",
-            units="nats",
+            "The readout every analysis uses: log-probability of the candidate's label token "
+            "(label readout, F1) or its answer text's normalised continuation log-likelihood "
+            "(text readout, F2/F3). NaN for candidate >= n_candidates and in unused arrangements.",
+            units="nats", paper="pd:eq:f1, pd:eq:f2",
         ),
         ArraySpec(
             "arrangement_order", (QUESTION, ARRANGEMENT, POSITION), "int", "always",

@@ -119,6 +119,29 @@ class QuestionSet:
         return out
 
 
+def cf_attrs(attrs: StoreAttrs, history: str | None = None) -> dict[str, str]:
+    """The root attributes xarray and CF users read first (the ``depthtraj`` object stays the
+    provenance the validator checks): ``title``, ``source``, ``history`` (``history``, else a
+    line naming the writer and the creation time), ``Conventions`` and ``references``."""
+    from . import __version__
+
+    tasks = ", ".join(t.name for t in attrs.tasks)
+    kind = attrs.readout.kind
+    label = "F1 label scoring" if kind == "label" else (
+        "F3 answer-text scoring, options shown" if attrs.readout.options_displayed else "F2 answer-text scoring")
+    created = attrs.created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "title": f"Per-depth multiple-choice score trajectories of {attrs.model.name} on {tasks} ({label}, "
+                 f"T = {attrs.endpoint})",
+        "source": f"{attrs.model.name} (revision {attrs.model.revision}) through depthtraj adapter "
+                  f"{attrs.model.adapter.name} {attrs.model.adapter.version}",
+        "history": history or f"{created}: written by depthtraj {__version__}",
+        "Conventions": "CF-1.10",
+        "references": "Prediction Dynamics in Depth-Recurrent Language Models (Luo, Yu); the depthtraj store "
+                      "format v1 (spec/v1/index.md)",
+    }
+
+
 def _object_strings(values: Iterable[str]) -> np.ndarray:
     return np.array(list(values), dtype=object)
 
@@ -132,10 +155,15 @@ def build_template(
     optional: Iterable[str] = (),
     chunk_size: int = DEFAULT_CHUNK,
     score_dtype: str = "float32",
+    history: str | None = None,
 ):
     """The lazy :class:`xarray.Dataset` template of a new store (data variables unwritten).
 
-    Returns ``(dataset, encoding)`` for ``to_zarr(compute=False)``.
+    Returns ``(dataset, encoding)`` for ``to_zarr(compute=False)``. Beside the ``depthtraj``
+    provenance, the root carries the attributes xarray/CF users look for (:func:`cf_attrs`:
+    ``title``, ``source``, ``history`` — ``history`` or a line naming the writer —,
+    ``Conventions``, ``references``), and every array a ``long_name`` that reads without the
+    paper (its labels in ``paper``) and its ``units``.
 
     Raises
     ------
@@ -229,12 +257,14 @@ def build_template(
         L.POSITION: np.arange(k, dtype=np.int8),
         **probe_coords,
     }
-    ds = xr.Dataset(data, coords=coords, attrs=attrs.to_attrs())
+    ds = xr.Dataset(data, coords=coords, attrs={**cf_attrs(attrs, history), **attrs.to_attrs()})
     for name, spec in {**L.VARIABLES, **L.COORDS}.items():
         if name in ds.variables:
             ds[name].attrs["long_name"] = spec.description
             if spec.units:
                 ds[name].attrs["units"] = spec.units
+            if spec.paper:
+                ds[name].attrs["paper"] = spec.paper
     encoding = {}
     for name, var in ds.variables.items():
         if var.dims and var.dims[0] == L.QUESTION:
@@ -607,8 +637,10 @@ class TrajectoryWriter:
         score_dtype: str = "float32",
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
+        history: str | None = None,
     ) -> TrajectoryWriter:
-        """Write the template of a new store and return a writer for it.
+        """Write the template of a new store and return a writer for it (``history``: the root
+        ``history`` attribute, e.g. the command line; :func:`cf_attrs`).
 
         Raises
         ------
@@ -624,7 +656,7 @@ class TrajectoryWriter:
         depths = list(depths) if depths is not None else list(range(1, attrs.endpoint + 1))
         ds, enc = build_template(
             attrs, questions, depths=depths, arrangements=arrangements, optional=optional,
-            chunk_size=chunk_size, score_dtype=score_dtype,
+            chunk_size=chunk_size, score_dtype=score_dtype, history=history,
         )
         ds.to_zarr(store, mode="w", zarr_format=3, consolidated=False, compute=False, encoding=enc)
         group = zarr.open_group(store=store, mode="r+", zarr_format=3)

@@ -198,7 +198,7 @@ def compute_analysis(
     *,
     grids: Sequence[str] = ("quarter", "native"),
     endpoint: int | Sequence[int] | None = None,
-    bootstrap: int = 5000,
+    bootstrap: int = 2000,
     seed: int = 0,
     level: float = 0.95,
     normalization: str | Sequence[str] | None = None,

@@ -45,6 +45,9 @@ def question_keys(ids) -> np.ndarray:
     )
 
 
+#: The default number of whole-question bootstrap draws of every command (``analyze``,
+#: ``report``, ``exits``): the paper's "2,000 paired question resamples".
+DEFAULT_DRAWS = 2000
 #: The most bootstrap draws an analysis takes (the paper uses 2,000; the draws' weights and sums
 #: are held per cell in memory, so an absurd count is refused before anything is allocated).
 MAX_DRAWS = 100_000
