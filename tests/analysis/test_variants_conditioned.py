@@ -272,3 +272,30 @@ def test_the_comparison_needs_section_4_only(capsys, tmp_path):
     assert code == 0, err
     names = [t["name"] for t in json.loads(out)["comparisons"]]
     assert names == ["format", "format_conditioned"]
+
+
+def test_stores_of_different_endpoints_are_not_paired(tmp_path):
+    """Issue 28: a label store at T = 16 and a text store at T = 32 (collect's defaults) were
+    compared as if paired under one grid heading although their quarter grids differ; the
+    comparisons are skipped with one line naming both, and align with --endpoint and --grid."""
+    import json
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from depthtraj.cli import app
+    from depthtraj.testing import synthetic_store
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = synthetic_store(tmp_path / "a.zarr", 24, endpoint=16, seed=1, chunk_size=8)
+        b = synthetic_store(tmp_path / "b.zarr", 24, endpoint=32, seed=1, readout="text", options_displayed=False,
+                            chunk_size=8)
+    r = CliRunner().invoke(app, ["analyze", a, b, "--bootstrap", "10", "--sections", "4", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["comparisons"] == []
+    assert "not paired" in r.stderr and "T=32, grid quarter {8,16,24}" in r.stderr and "T=16" in r.stderr
+    r = CliRunner().invoke(app, ["analyze", a, b, "--bootstrap", "10", "--sections", "4", "-f", "json",
+                                 "--endpoint", "16", "--grid", "4,8,12"])
+    assert r.exit_code == 0, r.output
+    assert {t["name"] for t in json.loads(r.stdout)["comparisons"]} == {"format", "format_conditioned"}

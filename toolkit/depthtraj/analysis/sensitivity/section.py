@@ -119,11 +119,14 @@ def _format(jobs, analyses, *, grids, endpoints, by, draws, seed, level, **_):
             notes.append(f"format: {path} and {ref_path} share no question id")
             continue
         info = (readout_info(ref), readout_info(ds))
-        out.append(format_table(
-            ref, ds, names=(ref_path, path), models=(model_name(ref), model_name(ds)),
-            readouts=tuple(i["label"] for i in info), grid=grids[0], endpoint=endpoints[0], by=by,
-            draws=draws, seed=seed, level=level,
-        ))
+        try:
+            out.append(format_table(
+                ref, ds, names=(ref_path, path), models=(model_name(ref), model_name(ds)),
+                readouts=tuple(i["label"] for i in info), grid=grids[0], endpoint=endpoints[0], by=by,
+                draws=draws, seed=seed, level=level,
+            ))
+        except ValueError as exc:  # not paired (other T or grid depths): said, never compared
+            notes.append(f"format: {exc}")
     return out, notes
 
 
@@ -145,10 +148,14 @@ def _format_conditioned(jobs, analyses, *, grids, endpoints, by, draws, seed, le
         if not shared_questions(ref, ds):
             continue  # said once by the format comparison
         info = (readout_info(ref), readout_info(ds))
-        out.append(format_conditioned_table(
-            ref, ds, names=(ref_path, path), models=(model_name(ref), model_name(ds)),
-            readouts=tuple(i["label"] for i in info), grid=grids[0], endpoint=endpoints[0], by=by,
-            draws=draws, seed=seed, level=level))
+        try:
+            out.append(format_conditioned_table(
+                ref, ds, names=(ref_path, path), models=(model_name(ref), model_name(ds)),
+                readouts=tuple(i["label"] for i in info), grid=grids[0], endpoint=endpoints[0], by=by,
+                draws=draws, seed=seed, level=level))
+        except ValueError as exc:  # not paired: said once by the format comparison
+            if "not paired" not in str(exc):
+                raise
     return out, []
 
 

@@ -89,6 +89,23 @@ def _dyn(res, name):
         return s / c, np.moveaxis(bs / bc, 1, 0)
 
 
+def check_paired(names: tuple[str, str], a: tuple, b: tuple) -> None:
+    """Refuse a paired comparison of two stores read at different endpoints or grid depths:
+    ``a``, ``b`` are ``(T, grid name, depths)``; the pairing is per question at the same depths.
+
+    Raises
+    ------
+    ValueError
+        one line naming both stores' T and depths and how to align them (``--endpoint``,
+        ``--grid`` with depths both recorded)."""
+    (Ta, na, da), (Tb, nb, db) = a, b
+    if Ta != Tb or tuple(da) != tuple(db):
+        raise ValueError(
+            f"{names[1]} (T={Tb}, grid {nb} {{{format_depths(db)}}}) and {names[0]} (T={Ta}, grid {na} "
+            f"{{{format_depths(da)}}}) are not paired: their endpoints or grid depths differ; give --endpoint and "
+            f"--grid values both stores record to compare them")
+
+
 def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str], readouts: tuple[str, str],
                  grid: str = "quarter", endpoint: int | None = None, by: str = "task", draws: int = 5000,
                  seed: int = 0, level: float = 0.95) -> Table:
@@ -115,6 +132,7 @@ def format_table(ref, other, *, names: tuple[str, str], models: tuple[str, str],
     a, b = ref.isel({L.QUESTION: pos_a}), other.isel({L.QUESTION: pos_b})
     (ra, ga), (rb, gb) = (_run(a, grid, endpoint, by=by, draws=draws, seed=seed),
                           _run(b, grid, endpoint, by=by, draws=draws, seed=seed))
+    check_paired(names, (ga.endpoint, ga.name, ga.depths), (gb.endpoint, gb.name, gb.depths))
     arms = [(i, j) for i, p in enumerate(ra.precision) for j, q in enumerate(rb.precision) if p == q]
     if not arms and len(ra.precision) == len(rb.precision) == 1:
         arms = [(0, 0)]
@@ -315,6 +333,14 @@ def format_conditioned_table(ref, other, *, names: tuple[str, str], models: tupl
         arms = [(0, 0, arms_b[0])]
     if not arms:
         raise ValueError(f"{names[0]} and {names[1]} share no precision arm")
+    from ..core.grid import grid_of
+
+    grids_ = []
+    for x in (a, b):
+        T_ = resolve_endpoint([int(t) for t in x[L.DEPTH].values], endpoint)
+        g_ = grid_of(score_of(x), grid, T_)
+        grids_.append((T_, g_.name, g_.depths))
+    check_paired(names, *grids_)
     acc_a, s_a, Ta = conditioned_summaries(a, grid, endpoint)
     acc_b, s_b, Tb = conditioned_summaries(b, grid, endpoint)
     groups, codes = cell_labels(score_of(a), BY.get(by, by))
@@ -456,6 +482,8 @@ def text_variants_table(analyses, xi=None) -> Table:
     ]
     cols += [Column(f"dW_{g}", f"ΔW {g} pp", "pp", True, group="value", description="W_q − W_raw on this grid")
              for g in grids]
+    cols.append(Column("grid_depths", "Grid depths", kind="str", group="value",
+                       description="the depths of each grid in this row's store (they differ when the stores' T do)"))
     rows: dict[tuple, dict[str, Any]] = {}
     for an in analyses:
         cellkey = next((k for k in ("task", "subject", "K") if k in (an.tables["depth_area"].rows[0] if an.tables["depth_area"].rows else {})), "task")
@@ -464,6 +492,9 @@ def text_variants_table(analyses, xi=None) -> Table:
             row = rows.setdefault(key, {"store": an.store, "model": an.model, "task": r[cellkey], "readout": an.readout,
                                         "precision": r["precision"], "T": an.endpoint})
             row[f"dW_{an.grid.name}"] = r["delta_tr"]
+            spans = dict(item.split(" ", 1) for item in row.get("grid_depths", "").split("; ") if " " in item)
+            spans[an.grid.name] = f"{{{format_depths(an.grid.depths)}}}"
+            row["grid_depths"] = "; ".join(f"{k} {v}" for k, v in spans.items())
             row[f"dW_{an.grid.name}_lo"] = r.get("delta_tr_lo")
             row[f"dW_{an.grid.name}_hi"] = r.get("delta_tr_hi")
         for name, src in (("accuracy", {"correct": "correct"}), ("tau", {"tau": "tau"}), ("marginal", {"xi": "xi_obs"})):
