@@ -392,3 +392,18 @@ def test_ties_among_family_members_go_to_the_first_in_family_order():
     picks = {1: 2, 2: 0, 3: 1}
     assert E._select(tot, [0, 1, 2, 3], lambda r: picks.get(r, -1)) == (1, 2)
     assert E._select(tot, [0, 3, 2, 1], lambda r: picks.get(r, -1)) == (3, 1)
+
+
+def test_a_store_too_small_for_learn_then_test_says_so(small_store):
+    """Issue 28: every rule printed 'never' with 0.00 [0.00,0.00] without saying that Learn then
+    Test cannot certify anything at that n; the title (and the figure) name the n it needs."""
+    from depthtraj.analysis.prediction.exits import hb_pvalue, ltt_min_questions
+
+    n = ltt_min_questions(0.025, 0.1)
+    assert n == 91 and hb_pvalue(0.0, n, 0.025) <= 0.1 < hb_pvalue(0.0, n - 1, 0.025)
+    r = _invoke(small_store, "--bootstrap", 0, "-f", "json", "--folds", 2)
+    title = json.loads(r.stdout)["stores"][0]["rules"]["title"]
+    import re
+
+    assert "too few questions for Learn then Test" in title and "at least 91" in title
+    assert re.search(r"this store has \d+ per training fold \(64 for the policy\)", title)

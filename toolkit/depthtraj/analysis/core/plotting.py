@@ -144,7 +144,12 @@ def legend_below(fig, axes, ncol: int = 4) -> None:
 def figure_title(fig, text: str) -> None:
     """A figure-level title (the model and the panel group), left-aligned above the panels, so
     the panels' own titles stay short enough for the paper's column width."""
-    fig.suptitle(text, x=0.01, ha="left", fontsize=_STYLE["axes.titlesize"])
+    import textwrap
+
+    # wrapped to the figure's width (about 7.5 characters per inch at the title size), so a
+    # long task or model name is never cut at the right edge
+    width = max(40, int(fig.get_figwidth() * 96 / max(1.0, float(_STYLE["axes.titlesize"]))))
+    fig.suptitle("\n".join(textwrap.wrap(text, width)), x=0.01, ha="left", fontsize=_STYLE["axes.titlesize"])
 
 
 def save(fig, path: Path, *, label: str, panels: int) -> Path:

@@ -79,6 +79,7 @@ __all__ = [
     "candidate_depths",
     "evaluate_exits",
     "hb_pvalue",
+    "ltt_min_questions",
     "outcome_pass",
     "threshold_pass",
 ]
@@ -215,6 +216,17 @@ def hb_pvalue(loss_sum: float, n: int, alpha: float) -> float:
     k = int(math.ceil(float(loss_sum) - 1e-9))
     bentkus = math.e * binomial_cdf(k, n, alpha)
     return float(min(1.0, hoeff, bentkus))
+
+
+def ltt_min_questions(alpha: float, delta: float) -> int:
+    """The fewest calibration questions with which Learn then Test can pass any threshold at
+    all: the smallest n whose Hoeffding–Bentkus p-value of a zero observed risk is ≤ δ
+    (:func:`hb_pvalue`; with no disagreement it is (1 − α)^n, so n ≥ log δ / log(1 − α): 91 for
+    α = 2.5 %, δ = 0.1). With fewer, every rule runs to T (``never``)."""
+    n = max(1, int(math.floor(math.log(delta) / math.log1p(-alpha))) - 1)
+    while hb_pvalue(0.0, n, alpha) > delta:
+        n += 1
+    return n
 
 
 def calibrate_ltt(loss_sums, n: int, alpha: float, delta: float) -> int:

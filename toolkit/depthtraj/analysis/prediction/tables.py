@@ -28,7 +28,7 @@ from ..core.grid import format_depths
 from ..core.tables import Column, Table, key_columns
 from .exits import CURVE_RULES, METHODS, OUTPUT_RULES
 
-__all__ = ["RULE_TITLES", "allocation_table", "exit_curves_table", "exit_rules_table", "moment_table", "prefix_table",
+__all__ = ["RULE_TITLES", "small_sample_note", "allocation_table", "exit_curves_table", "exit_rules_table", "moment_table", "prefix_table",
            "skipped_rules"]
 
 #: How the tables name the rules.
@@ -175,10 +175,30 @@ def exit_rules_table(ev, *, store: str, model: str, readout: str = "F1", by: str
     s = ev.setup
     title = (f"Stopping rules, held out (Learn then Test: disagreement ≤ {100 * ev.target:g} % with probability "
              f"≥ {1 - ev.delta:g}): candidate depths {format_depths(s.depths)}, T={s.T}, window {s.window}, "
-             f"{s.folds} folds" + ("" if ev.available("ouro") else "; no Ouro rule: the store has no exit_gate"))
+             f"{s.folds} folds" + ("" if ev.available("ouro") else "; no Ouro rule: the store has no exit_gate")
+             + small_sample_note(ev))
     return Table("exit_rules", title, cols, rows,
                  groups={"value": "held-out evaluation; policy θ calibrated on every question",
                          "diff": "paired differences from the quotient ranking"})
+
+
+def small_sample_note(ev) -> str:
+    """What Learn then Test cannot certify at this store's size, or ``''``: the smallest number of
+    calibration questions at which any threshold can pass (each fold calibrates on the others;
+    the richer comparator tests each member at δ/M)."""
+    from .exits import ltt_min_questions
+
+    need = ltt_min_questions(ev.target, ev.delta)
+    need_richer = ltt_min_questions(ev.target, ev.delta / max(1, len(ev.setup.family)))
+    n_all = min((int(round(ev.counts[ci, :, 0].sum())) for ci in range(len(ev.cells))), default=0)
+    n_fold = min((int(round(ev.counts[ci, :, 0].sum() - ev.counts[ci, f, 0])) for ci in range(len(ev.cells))
+                  for f in range(ev.setup.folds)), default=0)
+    if n_fold >= need_richer:
+        return ""
+    return (f"; too few questions for Learn then Test to certify: it needs at least {need} calibration questions "
+            f"({need_richer} for the richer comparator at δ/M) with no disagreement before any threshold can pass, "
+            f"and this store has {n_fold} per training fold ({n_all} for the policy): rules below that run to T "
+            f"('never'), which is not evidence that no rule saves work")
 
 
 def exit_curves_table(ev, *, store: str, model: str, readout: str = "F1", by: str = "task") -> Table:
