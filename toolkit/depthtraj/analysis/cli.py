@@ -58,6 +58,10 @@ def parse_sections(spec: str | Sequence[int] | None) -> frozenset[int]:
 
 
 def _progress():
+    from ..progress import active
+
+    if active():  # a command's status line is showing (report): it says the stage
+        return contextlib.nullcontext()
     if sys.stderr.isatty():
         from dask.diagnostics import ProgressBar
 
@@ -301,8 +305,12 @@ def compute_analysis(
                           f"depthtraj: note: {adm.store}: {line}", file=sys.stderr)
         analyses = []
         found: dict[str, list] = {p: list(a.defects) for p, a in admitted.items()}
+        from ..progress import update as progress_update
+
         with scheduler(scheduler_spec):
             for path, ds, parsed in jobs:
+                progress_update(f"{path}: sections {','.join(map(str, sorted(wanted)))}"
+                                + (f" ({ds.attrs['normalization']})" if ds.attrs.get("normalization") else ""))
                 try:
                     analyses += engine.analyze_store(
                         ds, parsed, store=path, draws=bootstrap, seed=seed, level=level, by=by,

@@ -123,8 +123,11 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
         for path in stores:
             ds, adm = open_admitted(path, allow_defects=allow_defects, reads=exits_reads(path))
             opened.append((str(path), ds, adm))
-        with dask.config.set(scheduler="threads"):
+        from ...progress import stages
+
+        with dask.config.set(scheduler="threads"), stages("depthtraj exits") as status:
             for path, ds, adm in opened:
+                status.update(f"{path}: every rule at every threshold on held-out folds (two passes)")
                 if adm is not None and adm.n_incomplete:
                     print(f"depthtraj: note: {adm.exclusion_line()}", file=sys.stderr)
                 score = score_of(ds)

@@ -37,6 +37,9 @@ def evaluation_of(ctx):
         recorded = [int(t) for t in ctx.score[L.DEPTH].values]
         if not [t for t in recorded if 4 <= t < ctx.T]:
             return f"needs recorded candidate depths 4..T−1 below T={ctx.T}"
+        from ...progress import update
+
+        update(f"{ctx.store}: §7 stopping rules on held-out folds (two passes)")
         gate = ctx.ds["exit_gate"] if "exit_gate" in ctx.ds.variables else None
         return evaluate_exits(ctx.score, gate=gate, T=ctx.T, draws=ctx.res.draws, seed=ctx.seed, level=ctx.level,
                               by=ctx.coord)
@@ -65,6 +68,9 @@ def readout_of(ctx):
         if ctx.info["kind"] == "text" and norm not in (None, "sum"):
             return (f"computed once per store, under the sum normalisation (the §7 probes are of the unnormalised "
                     f"logprob_sum), not under {norm}")
+        from ...progress import update
+
+        update(f"{ctx.store}: §7 moment and allocation prediction from the probes")
         inp = readout_inputs(ds, by=ctx.coord)
         if isinstance(inp, str):
             return inp

@@ -519,10 +519,15 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
 
     # the report is the whole paper: §7 included unless --sections says otherwise
     sections = options.get("sections") or ",".join(map(str, SECTIONS))
+    from ...progress import stages
+
     try:
-        computed = compute_analysis(stores, **{**options, "sections": sections})
-        items = write_report(computed, out, overwrite=overwrite,
-                             options={k: v for k, v in options.items() if v not in (None, [], ())})
+        with stages("depthtraj report") as status:
+            status.update("analysing the stores")
+            computed = compute_analysis(stores, **{**options, "sections": sections})
+            status.update("drawing the figures and writing the tables")
+            items = write_report(computed, out, overwrite=overwrite,
+                                 options={k: v for k, v in options.items() if v not in (None, [], ())})
     except (UsageError, OutputExists) as exc:
         print(f"depthtraj: error: {exc}", file=sys.stderr)
         return 2
