@@ -41,8 +41,12 @@ def test_json_is_the_only_stdout(capsys, small_store):
 
 
 def test_table_and_csv(capsys, small_store):
-    code, out, err = _run(capsys, small_store, fmt="table", grids=["quarter"], bootstrap=50)
+    code, out, err = _run(capsys, small_store, fmt="table", grids=["quarter"], bootstrap=50, full=True)
     assert code == 0 and "Quotient" in out and "A_pair" in out and "[" in out
+    # without --full: one screen, each section's headline (issue 28: 1,812 lines for 42 questions)
+    code, out, err = _run(capsys, small_store, fmt="table", grids=["quarter"], bootstrap=50)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) < 30 and "W_q %" in out and "τ %" in out and "--full" in lines[-1]
     code, out, err = _run(capsys, small_store, fmt="csv", grids=["2,4"], bootstrap=0)
     assert code == 0
     # one tidy long-format CSV: every estimate a row, pandas reads it as it is

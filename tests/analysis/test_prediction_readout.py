@@ -316,7 +316,7 @@ def test_the_same_bytes_under_any_chunking(tmp_path, monkeypatch):
 def test_analyze_sections_7_writes_both_tables_or_says_why(tmp_path):
     probe = _store(tmp_path / "p.zarr", 32)
     out = tmp_path / "out"
-    r = CliRunner().invoke(app, ["analyze", probe, "--sections", "7", "--bootstrap", "30", "--out", str(out)])
+    r = CliRunner().invoke(app, ["analyze", probe, "--sections", "7", "--bootstrap", "30", "--out", str(out), "--full"])
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "analysis.json").read_text())
     tables = doc["analyses"][0]["tables"]
@@ -404,7 +404,7 @@ def test_analyze_report_and_exits_run_on_a_mixed_k_store(tmp_path):
     (row,) = json.loads(r.stdout)["analyses"][0]["tables"]["allocation_prediction"]["rows"]
     assert row["excluded"] == 1 and row["N"] == 31 and "mixed K" in row["excluded_why"]
     assert all(np.isfinite(row[k]) for k in ("loss_constant", "loss_nonlinear", "loss_ridge"))
-    r = CliRunner().invoke(app, ["analyze", path, "--sections", "7", "--bootstrap", "0"])
+    r = CliRunner().invoke(app, ["analyze", path, "--sections", "7", "--bootstrap", "0", "--full"])
     assert "Excluded" in r.stdout
     assert CliRunner().invoke(app, ["exits", path, "--bootstrap", "0"]).exit_code == 0
     assert run_report([path], out=tmp_path / "rep", bootstrap=0, sections="7") == 0

@@ -258,7 +258,9 @@ def analyze(
     energy_matching: EnergyMatchingOpt = "pooled",
     allow_defects: AllowDefectsOpt = False,
     format: Annotated[str, typer.Option("--format", "-f", metavar="table|csv|json",
-                                        help="Output on stdout: rich tables, CSV, or the JSON document.")] = "table",
+                                        help="Output on stdout: one screen of each section's headline (with "
+                                             "--full: every table), CSV, or the JSON document.")] = "table",
+    full: Annotated[bool, typer.Option("--full", help="Print every table, not the one-screen summary.")] = False,
     out: Annotated[
         Optional[Path],
         typer.Option(metavar="DIR", help="Also write every table (one CSV each), the JSON document and the figures "
@@ -272,7 +274,7 @@ def analyze(
     raise typer.Exit(
         run_analyze(
             stores, grids=grid, endpoint=endpoint or None, bootstrap=bootstrap, seed=seed, level=level,
-            normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out,
+            normalization=normalization, select=select, by=by, scheduler_spec=scheduler, fmt=format, out=out, full=full,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
             sections=sections, allow_defects=allow_defects, allocation_loss=allocation_loss, readout_folds=readout_folds,
             energy_matching=energy_matching,

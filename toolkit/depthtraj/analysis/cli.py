@@ -355,14 +355,15 @@ def run_analyze(
     *,
     fmt: str = "table",
     out: Path | None = None,
+    full: bool = False,
     **options,
 ) -> int:
     """The ``analyze`` command; returns the exit code (0 done, 2 user error).
 
     Computes the analyses (:func:`compute_analysis`, whose keyword options it takes) and prints
-    them on stdout as ``fmt`` (``table`` rich text, ``csv`` blocks each after a ``# <table>``
-    line, ``json`` one document); ``out`` also gets one ``<table>.csv`` per table,
-    ``analysis.json`` and the figures (PNG).
+    them on stdout as ``fmt`` (``table``: one screen of each section's headline, or with
+    ``full`` every table as rich text; ``csv`` one tidy CSV; ``json`` one document); ``out`` also
+    gets one ``<table>.csv`` per table, ``analysis.json`` and the figures (PNG).
     """
     if fmt not in FORMATS:
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -383,7 +384,11 @@ def run_analyze(
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "csv":
         render_csv(analyses, sys.stdout, comparisons)
-    else:
+    elif full:
         render_rich(analyses, sys.stdout, comparisons)
+    else:  # one screen: the headline of each section (headlines); every table with --full
+        from .headlines import headline_lines
+
+        sys.stdout.write("\n".join(headline_lines(document)) + "\n")
     sys.stdout.flush()
     return 0

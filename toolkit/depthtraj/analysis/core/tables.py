@@ -341,8 +341,8 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequenc
     console = Console(file=file, width=width, highlight=False)
     sections = [(Rule(
         f"{an.model} · {an.readout} · T={an.endpoint} · grid {an.grid.name} "
-        f"{{{format_depths(an.grid.depths)}}} · {an.n_questions} questions in the store (each table's N: per cell) · "
-        f"A={an.arrangements} · {an.draws} bootstrap draws"
+        f"{{{format_depths(an.grid.depths)}}} · {an.n_questions} in store (N: per cell) · A={an.arrangements} · "
+        f"{an.draws} draws"
     ), f"store {an.store}", list(an.tables.values())) for an in analyses]
     if comparisons:
         sections.append((Rule("comparisons"), "", list(comparisons)))
