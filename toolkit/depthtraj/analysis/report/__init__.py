@@ -380,12 +380,60 @@ def _figure_caption(item: ReportItem, i: int, path: str) -> str:
     return f"{item.label or item.title}, panel group {i} of {len(item.figures)} ({path})"
 
 
+#: The report's glossary: (symbol, definition, paper label), in the order a reader meets them.
+GLOSSARY = (
+    ("s_t, y_t, T", "the K candidates' scores at depth t (nats); y_t their winner (lowest identity among ties); T "
+     "the endpoint depth", "pd:eq:f1, pd:eq:f2"),
+    ("δ, d", "δ = s_T − s_t, the update to the endpoint; d = s_t − s_{t−1}, an adjacent increment", ""),
+    ("B_raw, B_q = osc(δ)", "the raw radius 2‖δ‖∞ and the quotient radius max δ − min δ: the largest change of any "
+     "comparison; B_q ≤ B_raw", "pd:eq:comparison"),
+    ("m, h, R", "the margin of the winner at t (smallest gap), the largest competitor-relative update, and the "
+     "endpoint reserve min_b (s_T,a − s_T,b)", "pd:eq:gap-update, pd:eq:reserve"),
+    ("A_tr, A_dir, A_pair", "the slack R − (m − B_raw) split into translation, direction and competitor pairing",
+     "pd:eq:slack"),
+    ("D_j", "the earliest depth at which test j ∈ {raw, q, dir, res} of the margin ladder passes (T if none); "
+     "D_raw ≥ D_q ≥ D_dir ≥ D_res", "pd:eq:ladder, pd:cor:depth"),
+    ("W_j", "the normalised depth area 1 − E[D_j]/T: the share of depth the test j certifies early (%)",
+     "pd:eq:depth-area"),
+    ("Δ_tr, Δ_dir, Δ_pair", "W_q − W_raw, W_dir − W_q, W_res − W_dir: the depth area each relaxation adds (pp)",
+     "r3:eq:depth-components"),
+    ("τ, ρ", "τ: the removable share of the adjacent raw radii, 1 − Σq/Σr; ρ = q/r per increment (ρ = 0: a pure "
+     "common shift)", "pd:eq:tau"),
+    ("A_t, ε", "A_t: accuracy at depth t; ε_f: the share of intermediate answers on the grid that differ from their "
+     "own endpoint (format f)", "r3:eq:correctness, pd:eq:format-summaries"),
+    ("N_W→C, N_C→W, N_W→W′", "corrections, degradations and switches between wrong answers from t to T",
+     "r3:eq:correctness"),
+    ("Q, C, E, M, κ", "contrast energy ‖P⊥δ‖², common energy K c² (c the mean of δ), E = Q + C; M the candidate "
+     "set's probability mass and κ its concentration (label readouts)", "pd:eq:mass, pd:eq:c, pd:eq:energies"),
+    ("Ξ", "the common-energy share of the adjacent increments, Σ C / Σ E (%)", "pd:app:eq:xi"),
+    ("N1, N2, α_j", "§7's predictions of an increment's moments: independent logit innovations (N1), the output "
+     "head's linear (σ² J Jᵀ) or nonlinear response to hidden innovations (N2); α_j the training-energy factor",
+     "pd:app:readout-prediction, pd:app:eq:energy-match"),
+)
+
+
+def _glossary_markdown() -> list[str]:
+    lines = ["## Glossary", "", "| symbol | meaning | paper |", "|---|---|---|"]
+    lines += [f"| {sym} | {text} | {f'`{lab}`' if lab else ''} |" for sym, text, lab in GLOSSARY]
+    return lines + [""]
+
+
+def _glossary_html() -> str:
+    e = html.escape
+    rows = "".join(f"<tr><td class=\"s\"><b>{e(sym)}</b></td><td class=\"s\">{e(text)}</td>"
+                   f"<td class=\"s\">{e(lab)}</td></tr>" for sym, text, lab in GLOSSARY)
+    return (f"<h2 id=\"glossary\">Glossary</h2><div class=\"tbl\"><table class=\"gloss\"><thead><tr>"
+            f"<th class=\"s\">symbol</th><th class=\"s\">meaning</th><th class=\"s\">paper</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
+
+
 def _markdown(items, header: dict, document: dict) -> str:
     lines = [f"# {header['title']}", "", header["summary"], ""]
     lines += [f"- {s}" for s in header["stores"]] + [""]
     lines += [f"**Intervals.** {_intervals(document)}.", "",
               f"Written: {header['n_tables']} tables, {header['n_figures']} figures ({header['n_files']} PNG files); "
-              f"skipped: {header['n_skipped']} items (each with the reason below).", ""]
+              f"skipped: {header['n_skipped']} items (each with the reason below); the glossary at the end "
+              f"defines the symbols.", ""]
     part = None
     for item in items:
         p = _part(item)
@@ -406,6 +454,7 @@ def _markdown(items, header: dict, document: dict) -> str:
             lines += [f"*Intervals*: {b.intervals}.", ""] if b.intervals else []
             lines += [markdown_table(b), "", f"Files: [`{b.files['csv']}`]({b.files['csv']}), "
                       f"[`{b.files['tex']}`]({b.files['tex']})", ""]
+    lines += _glossary_markdown()
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -420,7 +469,7 @@ def _html(items, header: dict, document: dict) -> str:
     for i, item in enumerate(items):
         mark = "" if item.written else " (skipped)"
         out.append(f"<li><a href=\"#item{i}\">{e(_heading(item).replace('`', ''))}</a>{mark}</li>")
-    out.append("</ul>")
+    out.append("<li><a href=\"#glossary\">Glossary</a></li></ul>")
     part = None
     for i, item in enumerate(items):
         p = _part(item)
@@ -447,6 +496,7 @@ def _html(items, header: dict, document: dict) -> str:
             out.append(html_table(b))
             out.append(f"<p class=\"files\"><a href=\"{e(b.files['csv'])}\">CSV</a> · "
                        f"<a href=\"{e(b.files['tex'])}\">LaTeX</a></p>")
+    out.append(_glossary_html())
     return html_page(header["title"], "\n".join(out))
 
 

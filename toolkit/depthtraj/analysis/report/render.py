@@ -233,7 +233,7 @@ h3{margin-top:1.6em}code,.label{font-family:ui-monospace,Menlo,Consolas,monospac
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.86em;font-variant-numeric:tabular-nums}
 caption{caption-side:top;text-align:left;font-size:.95em;color:#444;padding-bottom:.35em}
 th,td{padding:.22em .6em;text-align:right;white-space:nowrap}th{border-bottom:1px solid #333}
-td.s,th.s{white-space:normal;overflow-wrap:anywhere;max-width:36ch}
+td.s,th.s{white-space:normal;overflow-wrap:anywhere;max-width:36ch}table.gloss td.s{max-width:60ch;vertical-align:top}
 tbody tr:last-child td{border-bottom:1px solid #333}thead tr:first-child th{border-top:1.5px solid #333}
 td.s,th.s{text-align:left}.meta{color:#555;font-size:.88em;margin:.1em 0}
 .skip{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:.3em .6em;margin:.5em 0;font-size:.9em}
