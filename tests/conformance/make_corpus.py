@@ -154,6 +154,7 @@ def _base(
     a["software"] = {"depthtraj": PINNED_VERSION}
     a["model"]["adapter"]["version"] = PINNED_VERSION
     _set_attrs(g, a)
+    g.attrs["history"] = f"{CREATED}: written by depthtraj {PINNED_VERSION}"  # the CF line, pinned too
     if readout == "text":
         conform_text(path, normalization, seed=seed)
     return _open(path)
