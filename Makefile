@@ -27,7 +27,7 @@ demo: $(VENV)/.installed
 	$(BIN)/depthtraj demo --out depthtraj-demo
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 $(LOWER)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LOWER)

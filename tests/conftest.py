@@ -57,8 +57,20 @@ def pytest_make_collect_report(collector):
 
 def pytest_sessionfinish(session, exitstatus):
     skips = getattr(session.config, "_depthtraj_core_skips", [])
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its skips go to the controller
+        workeroutput["depthtraj_core_skips"] = list(skips)
+        return
     if skips and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist (``make test`` runs ``-n auto``): a worker's core skips join the controller's,
+    so the rule holds whatever the number of workers."""
+    skips = getattr(node, "workeroutput", {}).get("depthtraj_core_skips", [])
+    node.config._depthtraj_core_skips.extend(skips)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -132,7 +132,9 @@ def test_input_errors_are_one_line(broken, case):
         assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr and lines[-1].startswith("depthtraj: error: "), r.stderr
     assert needle in lines[-1], lines[-1]
-    assert len(lines[-1]) < 400, lines[-1]  # transformers' lists of every model type are cut
+    # transformers' lists of every model type are cut (the line's own paths aside: a parallel run's
+    # temporary directories are longer)
+    assert len(lines[-1].replace(str(broken["root"]), "ROOT")) < 400, lines[-1]
     assert sorted(p.name for p in broken["root"].iterdir()) == before  # nothing written
 
 

@@ -11,11 +11,21 @@ from pathlib import Path
 CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 
 
-def _pytest(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
+def _pytest(tmp_path: Path, body: str, *extra: str) -> subprocess.CompletedProcess:
     shutil.copy(CONFTEST, tmp_path / "conftest.py")
     (tmp_path / "test_x.py").write_text("import pytest\n\n" + body)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, str(tmp_path)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+
+def test_a_core_skip_fails_a_parallel_run_too(tmp_path):
+    """``make test`` runs the suite on pytest-xdist workers: their skips reach the controller."""
+    r = _pytest(tmp_path, "def test_core():\n    pytest.importorskip('no_such_module_xyz')\n\n"
+                          "def test_ok():\n    pass\n", "-n", "2")
+    assert r.returncode == 1, r.stdout
+    assert "1 core test(s) skipped" in r.stdout and "test_core" in r.stdout
+    r = _pytest(tmp_path, "pytest.importorskip('no_such_module_xyz')\n\ndef test_core():\n    pass\n", "-n", "2")
+    assert r.returncode == 1 and "core test(s) skipped" in r.stdout, r.stdout
 
 
 def test_a_core_skip_fails_the_run(tmp_path):
