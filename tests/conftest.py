@@ -27,8 +27,26 @@ def shared_dir() -> Path:
     return Path(os.environ.get("DEPTHTRAJ_SHARED") or (ROOT / ".." / "shared")).resolve()
 
 
+def _share_the_cores() -> None:
+    """On a pytest-xdist worker, the cores divided among the workers: torch's and BLAS's thread
+    pools sized to their share (unless the environment sets them), so that two workers on two
+    cores do not run four compute threads each (measured: torch-heavy tests ran 2-4x slower
+    oversubscribed). Subprocesses the tests start inherit the same settings."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers < 2:
+        return
+    share = str(max(1, (os.cpu_count() or 1) // workers))
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, share)
+    import sys
+
+    if "torch" in sys.modules:  # already imported (a plugin): its pool is sized at import
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
 def pytest_configure(config):
     config._depthtraj_core_skips = []  # the marker `shared_data` is registered in pyproject.toml
+    _share_the_cores()
 
 
 def _skip_reason(report) -> str:
@@ -70,7 +88,9 @@ def pytest_testnodedown(node, error):
     """pytest-xdist (``make test`` runs ``-n auto``): a worker's core skips join the controller's,
     so the rule holds whatever the number of workers."""
     skips = getattr(node, "workeroutput", {}).get("depthtraj_core_skips", [])
-    node.config._depthtraj_core_skips.extend(skips)
+    seen = node.config._depthtraj_core_skips
+    # every worker collects every module: a module skipped at collection is reported by each
+    seen.extend(s for s in skips if s not in seen)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

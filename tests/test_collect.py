@@ -175,7 +175,7 @@ def test_auto_batch_size(tiny_huginn, arc_test, tmp_path, monkeypatch):
 def test_sigkilled_collect_resumes_to_the_same_store(tiny_huginn, arc_test, tmp_path):
     from depthtraj.store import open_store
 
-    args = ["--limit", 21, "--depths", 12, "--precision", "fp32", "--chunk-size", 2, "--batch-size", 2]
+    args = ["--limit", 13, "--depths", 10, "--precision", "fp32", "--chunk-size", 2, "--batch-size", 2]
     # the uninterrupted run, as a process of its own like the killed one: torch's CPU kernels
     # split their sums by thread count, and the test process may have its threads limited
     ref = tmp_path / "ref.zarr"
@@ -191,7 +191,7 @@ def test_sigkilled_collect_resumes_to_the_same_store(tiny_huginn, arc_test, tmp_
             done = zarr.open_group(str(out), mode="r")["complete"][:]
         except Exception:
             done = np.zeros(1, bool)
-        if 0 < done.sum() < 15:
+        if 0 < done.sum() < 9:
             os.kill(proc.pid, signal.SIGKILL)
             killed = True
             break
@@ -199,7 +199,7 @@ def test_sigkilled_collect_resumes_to_the_same_store(tiny_huginn, arc_test, tmp_
     proc.wait()
     assert killed, "the collect finished before it could be killed"
     partial = zarr.open_group(str(out), mode="r")["complete"][:]
-    assert 0 < partial.sum() < 21
+    assert 0 < partial.sum() < 13
 
     # without --resume an existing store is refused, and left alone
     r = run_cli(*_collect_args(tiny_huginn, arc_test, out, *args))

@@ -19,13 +19,14 @@ def _pytest(tmp_path: Path, body: str, *extra: str) -> subprocess.CompletedProce
 
 
 def test_a_core_skip_fails_a_parallel_run_too(tmp_path):
-    """``make test`` runs the suite on pytest-xdist workers: their skips reach the controller."""
+    """``make test`` runs the suite on pytest-xdist workers: their skips (in a test, and of a
+    whole module) reach the controller, whichever worker ran them."""
+    (tmp_path / "test_y.py").write_text("import pytest\n\npytest.importorskip('no_such_module_xyz')\n\n"
+                                        "def test_module_core():\n    pass\n")
     r = _pytest(tmp_path, "def test_core():\n    pytest.importorskip('no_such_module_xyz')\n\n"
-                          "def test_ok():\n    pass\n", "-n", "2")
+                          "def test_ok():\n    pass\n", "-n", "2", "--dist", "loadfile")
     assert r.returncode == 1, r.stdout
-    assert "1 core test(s) skipped" in r.stdout and "test_core" in r.stdout
-    r = _pytest(tmp_path, "pytest.importorskip('no_such_module_xyz')\n\ndef test_core():\n    pass\n", "-n", "2")
-    assert r.returncode == 1 and "core test(s) skipped" in r.stdout, r.stdout
+    assert "2 core test(s) skipped" in r.stdout and "test_core" in r.stdout and "test_y.py" in r.stdout, r.stdout
 
 
 def test_a_core_skip_fails_the_run(tmp_path):
