@@ -82,9 +82,18 @@ def test_collect_probes_writes_a_store_that_validates(family, checkpoint, tmp_pa
 
 
 def test_text_probes_are_of_the_sum_and_validate(checkpoint, tmp_path):
-    """Answer-text readouts (F3, balanced arrangements): the probes are of ``logprob_sum``."""
+    """Answer-text readouts (F3, balanced arrangements): the probes are of ``logprob_sum``; the
+    progress moves inside a batch while its probes run (issue 28: it moved per question only),
+    never backwards, and ends at the total."""
     out = tmp_path / "text.zarr"
-    _collect("huginn", checkpoint, out, readout="text", options=True, arrangements=4, probes="2")
+    seen: list[tuple[float, int]] = []
+    _collect("huginn", checkpoint, out, readout="text", options=True, arrangements=4, probes="2", batch_size=64,
+             progress=lambda done, total: seen.append((float(done), int(total))))
+    done = [d for d, _ in seen]
+    total = seen[-1][1]
+    assert done == sorted(done) and done[-1] == total
+    # with one batch per chunk, the old bar had only chunk boundaries (multiples of the chunk size, 2)
+    assert len({d for d in done if d % 2}) >= 4, done
     assert validate_store(str(out), level="data").errors == 0
     g = zarr.open_group(str(out), mode="r")
     assert g.attrs["depthtraj"]["probes"]["score"] == "logprob_sum"

@@ -403,3 +403,37 @@ def test_section_7_is_on_request(capsys, small_store):
     assert code == 0
     names = set(json.loads(out)["analyses"][0]["tables"])
     assert {"depth_area", "prefix_prediction", "exit_rules", "exit_curves"} <= names
+
+
+def test_tables_on_a_small_population_say_their_intervals_are_descriptive(tmp_path, capsys):
+    """issue 28: `analyze --sections 7` on four questions printed an interval excluding zero with
+    no caveat. Every table with intervals whose smallest cell has under 20 questions says so in
+    its title (every output: JSON, the full tables, the one-screen summary); 24 per cell do not."""
+    import warnings
+
+    from depthtraj.analysis.core.tables import MIN_INTERVAL_N
+    from depthtraj.testing import synthetic_store
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = str(synthetic_store(tmp_path / "small.zarr", 4, endpoint=8, seed=2, precision=("bf16",), probes=[4, 6]))
+        big = str(synthetic_store(tmp_path / "big.zarr", 48, endpoint=8, seed=2, precision=("bf16",)))
+    assert MIN_INTERVAL_N == 20
+    assert run_analyze([small], sections="3,4,7", bootstrap=50, fmt="json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    noted = {k for an in doc["analyses"] for k, t in an["tables"].items() if "Small population: 2 question(s)" in t["title"]}
+    with_intervals = {k for an in doc["analyses"] for k, t in an["tables"].items()
+                      if any(c["interval"] for c in t["columns"]) and any(r.get(f"{c['key']}_lo") is not None
+                                                                        for r in t["rows"] for c in t["columns"] if c["interval"])}
+    assert {"prefix_prediction", "exit_rules", "depth_area"} <= noted and noted == with_intervals, (noted, with_intervals)
+    assert run_analyze([small], sections="7", bootstrap=50) == 0
+    out = capsys.readouterr().out
+    assert "small population (under 20 questions in a cell) in prefix_prediction, exit_rules" in out
+    assert run_analyze([small], sections="7", bootstrap=50, full=True) == 0
+    assert "Small population: 2 question(s) in the smallest cell" in capsys.readouterr().out  # not eaten as markup
+    assert run_analyze([big], sections="3,4", bootstrap=50, fmt="json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not any("Small population" in t["title"] for an in doc["analyses"] for t in an["tables"].values())
+    assert run_analyze([small], sections="3", bootstrap=0, fmt="json") == 0  # no intervals, no note
+    doc = json.loads(capsys.readouterr().out)
+    assert not any("Small population" in t["title"] for an in doc["analyses"] for t in an["tables"].values())

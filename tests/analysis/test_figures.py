@@ -309,3 +309,79 @@ def test_accuracy_per_depth_with_pointwise_intervals(document, stores):
                              100 * (W[:, m][:, ok] * x[ok]).sum(1) / W[:, m][:, ok].sum(1))
             got = (row[key], row[f"{key}_lo"], row[f"{key}_hi"])
             _same(got, want, f"{key} {row}")
+
+
+def _copy_arm(document: dict, store: str, table: str, src: str, dst: str) -> dict:
+    """The document with ``dst``'s rows of ``table`` (and of ``precision`` for ρ) replaced by
+    ``src``'s, relabelled: two arms with the same series."""
+    out = []
+    for an in _only(document, store)["analyses"]:
+        tables = dict(an["tables"])
+        for name in {table, "precision"} & set(tables):
+            rows = [r for r in tables[name]["rows"] if r["precision"] != dst]
+            rows += [{**r, "precision": dst} for r in tables[name]["rows"] if r["precision"] == src]
+            tables[name] = {**tables[name], "rows": rows}
+        out.append({**an, "tables": tables})
+    return {**document, "analyses": out, "comparisons": []}
+
+
+def test_prediction_figure_names_equal_arms_together_and_draws_distinct_ones(document, stores, recorder, tmp_path):
+    """issue 28: a bf16 line under an equal fp32 line was a legend entry nobody saw; equal arms
+    are named together, different arms drawn as their own (unbanded) line, one band per store."""
+    from depthtraj.analysis.dynamics.figures import curves_of, prediction_figure
+
+    same = _copy_arm(document, stores["f1"], "transitions", "bf16", "fp32")
+    paths = prediction_figure(same, tmp_path)
+    for p in paths:
+        texts = recorder.seen[p.name]["texts"]
+        assert "F1 · bf16 = fp32" in texts and not any(t.endswith("(no band)") for t in texts), texts
+    rows = [r for an in _only(document, stores["f1"], stores["f2"])["analyses"]
+            for r in an["tables"].get("transitions", {}).get("rows", []) if r["task"] == "arc_challenge"]
+    curves = curves_of([r for r in rows if r["readout"] == "F1" or r["readout"].endswith("char")])
+    names = [c["name"] for c in curves]
+    assert names == ["F1 · bf16", "F1 · fp32 (no band)", "F2 char · bf16", "F2 char · fp32 (no band)"], names
+    assert [c["band"] for c in curves] == [True, False, True, False]
+    (tmp_path / "two").mkdir()
+    paths = prediction_figure(_only(document, stores["f1"], stores["f2"]), tmp_path / "two")
+    assert paths and all(not recorder.seen[p.name]["problems"] for p in paths)
+
+
+def test_precision_figure_draws_the_cumulative_distribution_from_the_atom(document, stores, recorder, tmp_path):
+    """issue 28: overlapping jagged histograms and a black legend dot for an orange atom. Each
+    arm is now the cumulative fraction of 𝓘 on the 0.01 grid, starting at its ρ = 0 atom and
+    ending at 1, drawn with its atom dot in the arm's colour; equal arms are named together."""
+    import matplotlib.figure
+
+    from depthtraj.analysis.sensitivity.figures import precision_figure
+
+    lines = {}
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(fig, fname, *a, **k):
+        ax = fig.axes[0]
+        lines[Path(fname).name] = [(ln.get_xdata(), ln.get_ydata(), ln.get_color()) for ln in ax.get_lines()]
+        return original(fig, fname, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matplotlib.figure.Figure, "savefig", keep)
+        paths = precision_figure(_only(document, stores["f1"]), tmp_path)
+    doc = _only(document, stores["f1"])
+    for p in paths:
+        task = "arc_challenge" if "arc" in p.name else "mmlu"
+        drawn = lines[p.name]
+        curves = [(x, y, c) for x, y, c in drawn if len(x) > 1]
+        dots = [(x, y, c) for x, y, c in drawn if len(x) == 1]
+        assert len(curves) == len(dots) == 2  # bf16 and fp32, each a curve and its atom dot
+        for (x, y, c), (dx, dy, dc) in zip(curves, dots):
+            assert c == dc and dx[0] == 0.0 and dy[0] == y[0]  # the dot is the curve's value at 0, same colour
+            assert np.all(np.diff(y) >= -1e-12) and y[-1] == pytest.approx(1.0) and len(x) == 102
+            assert x[-1] == x[-2] == 1.0 and np.all(np.diff(x[:-1]) > 0)  # the step at ρ = 1
+        for arm, (x, y, _) in zip(ARMS, curves):  # against the table's own counts
+            rows = [r for an in doc["analyses"] for r in an["tables"].get("rho", {}).get("rows", [])
+                    if r["task"] == task and r["precision"] == arm]
+            counts = np.array([r["count"] for r in rows])
+            np.testing.assert_allclose(y[1:], np.cumsum(counts) / counts.sum())
+    same = _copy_arm(document, stores["f1"], "rho", "bf16", "fp32")
+    (tmp_path / "same").mkdir()
+    for p in precision_figure(same, tmp_path / "same"):
+        assert "bf16 = fp32" in recorder.seen[p.name]["texts"], recorder.seen[p.name]["texts"]

@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 import numpy as np
 
 from depthtraj.models.v1 import PrecisionArm
+from depthtraj.progress import advance
+from depthtraj.progress import part as progress_part
 
 if TYPE_CHECKING:
     import torch
@@ -943,6 +945,7 @@ class LoopedLMAdapter(abc.ABC):
                     change = sc[1:] - sc[0]
                     first += change.sum(0)
                     second += change.T @ change
+                    advance((j * batch + i + min(c0 + chunk, draws) / draws) / (len(anchors) * batch))
                 out.sigma[i, j] = sigma
                 out.nl_mean[i, j, :k] = (first / draws).numpy()
                 out.nl_moment[i, j, :k, :k] = (second / draws).numpy()
@@ -1082,10 +1085,12 @@ class LoopedLMAdapter(abc.ABC):
             raise ValueError("every prompt needs at least one token")
         self._check_weights_dtype(arm)
         if self.batching == "invariant" and batch > 1:
-            return _stack_readouts([
-                self.label_readout([p], [tg], [sd], n_steps, arm, probe_anchors=probe_anchors, probe_draws=probe_draws)
-                for p, tg, sd in zip(prompts, targets, seeds, strict=True)
-            ], LabelReadout)
+            out = []
+            for i, (p, tg, sd) in enumerate(zip(prompts, targets, seeds, strict=True)):
+                with progress_part(i, batch):  # the probes' progress: item i of the batch
+                    out.append(self.label_readout([p], [tg], [sd], n_steps, arm, probe_anchors=probe_anchors,
+                                                  probe_draws=probe_draws))
+            return _stack_readouts(out, LabelReadout)
 
         seq = max(lengths)
         k_max = max((len(t) for t in targets), default=0)
@@ -1212,11 +1217,12 @@ class LoopedLMAdapter(abc.ABC):
         if probe_anchors and not shared_prefix:
             raise ValueError("the probes run on the shared-prefix text readout only")
         if self.batching == "invariant" and batch > 1:
-            return _stack_readouts([
-                self.text_readout([p], [c], [sd], n_steps, arm, shared_prefix=shared_prefix,
-                                  probe_anchors=probe_anchors, probe_draws=probe_draws)
-                for p, c, sd in zip(prompts, continuations, seeds, strict=True)
-            ], TextReadout)
+            out = []
+            for i, (p, c, sd) in enumerate(zip(prompts, continuations, seeds, strict=True)):
+                with progress_part(i, batch):  # the probes' progress: item i of the batch
+                    out.append(self.text_readout([p], [c], [sd], n_steps, arm, shared_prefix=shared_prefix,
+                                                 probe_anchors=probe_anchors, probe_draws=probe_draws))
+            return _stack_readouts(out, TextReadout)
         packed = _pack(prompts, continuations, self.pad_token_id)
         dev = self.device
         k_max = packed.n_tokens.shape[1]

@@ -52,6 +52,7 @@ from .models.v1 import (
 )
 from .adapter import BATCHING_MODES  # torch-free: the adapter module imports torch lazily
 from .store import SEED_SCHEME, QuestionSet, StoreError, TrajectoryWriter
+from .progress import within as progress_within
 from .tasks import (
     LABEL_TEMPLATE,
     LABEL_TEMPLATE_ID,
@@ -1098,13 +1099,20 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
         for b in range(0, len(items), batch_size):
             batch = [items[i] for i in order[b : b + batch_size]]
             seeds = [qs.seed[it.q] for it in batch]
-            if readout == "label":
-                r = runner.label_readout([it.prompt for it in batch], [it.targets for it in batch], seeds, depths, arm,
-                                         **probe_kw)
-                per_position = r.logprob
-            else:
-                r = runner.text_readout([it.prompt for it in batch], [it.continuations for it in batch], seeds, depths, arm,
-                                        **probe_kw)
+            done = j * len(items) + b
+
+            def within_batch(f: float, _done=done, _n=len(batch)) -> None:  # the probes' progress inside it
+                if on_batch:
+                    on_batch((_done + f * _n) / max(work, 1))
+
+            with progress_within(within_batch):
+                if readout == "label":
+                    r = runner.label_readout([it.prompt for it in batch], [it.targets for it in batch], seeds, depths,
+                                             arm, **probe_kw)
+                    per_position = r.logprob
+                else:
+                    r = runner.text_readout([it.prompt for it in batch], [it.continuations for it in batch], seeds,
+                                            depths, arm, **probe_kw)
             for row, it in enumerate(batch):
                 local, a, k = it.q - region.start, it.a, len(it.order)
                 if readout == "label":  # position p shows candidate order[p]

@@ -45,7 +45,7 @@ from .core.data import model_name, score_of
 from .core.grid import Grid
 from .core.inputs import BY, readout_info
 from .core.results import PassResult
-from .core.tables import Analysis, Table
+from .core.tables import Analysis, Table, small_population_note
 
 __all__ = [
     "ComparisonSpec",
@@ -779,6 +779,11 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = 20
                 skipped[spec.name] = str(got)
         if gi > 0 and not built and not skipped:  # e.g. --sections 5: the grids matter to §3 only
             continue
+        if draws > 0:  # every table with intervals says when its population is too small for them
+            sizes = {str(gname): int(res.counts[k].max()) for k, gname in enumerate(res.groups)
+                     if res.counts.ndim == 2 and res.counts.shape[1]}
+            for t in built.values():
+                t.title += small_population_note(t, sizes, by=by)
         out.append(Analysis(
             store=store, model=model, endpoint=T, grid=g,
             n_questions=int(score.sizes[L.QUESTION]), arrangements=int(score.sizes[L.ARRANGEMENT]),
@@ -800,6 +805,8 @@ def compare_stores(jobs, analyses, wanted: frozenset[int], **options) -> tuple[l
     for spec in comparisons():
         if spec.sections <= wanted:
             t, n = spec.build(jobs, analyses, **options)
+            for table in t:  # paired tables across stores: their rows' own N
+                table.title += small_population_note(table, {}, by=options.get("by", "task"))
             out += t
             notes += n
     return out, notes

@@ -17,6 +17,8 @@ A column whose section did not run (or the store cannot support) is left out.
 
 from __future__ import annotations
 
+from .core.tables import MIN_INTERVAL_N
+
 __all__ = ["headline_lines"]
 
 #: (table, row key, header, filter on the row) of each headline column, in order.
@@ -69,6 +71,10 @@ def headline_lines(document: dict) -> list[str]:
         out.append("  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))))
         for line in body:
             out.append("  ".join(str(x).ljust(w) if i < 2 else str(x).rjust(w) for i, (x, w) in enumerate(zip(line, widths))))
+        small = [name for name, t in tables.items() if "Small population:" in t.get("title", "")]
+        if small:
+            out.append(f"small population (under {MIN_INTERVAL_N} questions in a cell) in {', '.join(small)}: "
+                       f"these intervals are descriptive, not tests")
         out.append("")
     n_tables = sum(len(an.get("tables", {})) for an in document.get("analyses", []))
     interval = f"{level:.0%} whole-question intervals, {draws} draws" if draws else "no bootstrap"

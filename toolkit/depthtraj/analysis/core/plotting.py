@@ -146,9 +146,9 @@ def figure_title(fig, text: str) -> None:
     the panels' own titles stay short enough for the paper's column width."""
     import textwrap
 
-    # wrapped to the figure's width (about 7.5 characters per inch at the title size), so a
-    # long task or model name is never cut at the right edge
-    width = max(40, int(fig.get_figwidth() * 96 / max(1.0, float(_STYLE["axes.titlesize"]))))
+    # wrapped to the figure's width (a character is about 0.6 em wide on average: about 15 per
+    # inch at 8 pt), so a long task or model name is never cut at the right edge
+    width = max(40, int(fig.get_figwidth() * 72 / (0.6 * max(1.0, float(_STYLE["axes.titlesize"])))))
     fig.suptitle("\n".join(textwrap.wrap(text, width)), x=0.01, ha="left", fontsize=_STYLE["axes.titlesize"])
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "Analysis",
     "Column",
     "Table",
+    "MIN_INTERVAL_N",
     "ci_text",
     "distinct_values",
     "estimate_table",
@@ -50,6 +51,7 @@ __all__ = [
     "lazy_cell_rows",
     "render_csv",
     "render_rich",
+    "small_population_note",
     "TIDY_COLUMNS",
     "tidy_rows",
     "to_dataframe",
@@ -178,6 +180,35 @@ def _json_value(v):
         f = float(v)
         return None if not math.isfinite(f) else float(f"{f:.12g}")  # 12 significant digits
     return v
+
+
+#: The smallest cell (questions) at which a table's whole-question percentile bootstrap intervals
+#: are read as intervals; below it a table says so in its title (spec/analysis.md, "Small
+#: populations"). The percentile bootstrap's coverage falls short of its nominal level on few
+#: resampling units: with n questions there are at most C(2n−1, n) distinct resamples, and a
+#: statistic that is constant on most of them (four questions: an interval of one point)
+#: gives an interval that excludes zero without evidence.
+MIN_INTERVAL_N = 20
+
+
+def small_population_note(table: Table, cell_sizes: dict[str, int], *, by: str = "task") -> str:
+    """``""``, or the note a table with intervals carries when its smallest population is below
+    :data:`MIN_INTERVAL_N` questions: the rows' own ``N`` where the table has one, else the size
+    of the row's cell (``cell_sizes``: cell → complete questions)."""
+    if not any(c.interval for c in table.columns) or not table.rows:
+        return ""
+    has_n = any(c.key == "N" for c in table.columns)
+    sizes = []
+    for r in table.rows:
+        n = r.get("N") if has_n else cell_sizes.get(str(r.get(by)))
+        if n is not None and math.isfinite(float(n)) and any(r.get(f"{c.key}_lo") is not None
+                                                              for c in table.columns if c.interval):
+            sizes.append(int(round(float(n))))
+    if not sizes or min(sizes) >= MIN_INTERVAL_N:
+        return ""
+    return (f". Small population: {min(sizes)} question(s) in the smallest cell, under {MIN_INTERVAL_N}: "
+            f"whole-question bootstrap intervals do not hold their coverage at this size; read them as "
+            f"descriptive, not as tests")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -333,6 +364,7 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequenc
     import os
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.rule import Rule
     from rich.table import Table as RichTable
 
@@ -367,7 +399,7 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequenc
                 for i, chunk in enumerate(chunks):
                     part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
                     title = f"{table.title}{part}\n{fixed}" + (f"\n{subtitle}" if subtitle else "")
-                    rt = RichTable(title=title.rstrip(), title_justify="left",
+                    rt = RichTable(title=escape(title.rstrip()), title_justify="left",
                                    show_lines=any(c.interval for c in chunk))
                     for c in keys:
                         rt.add_column(c.header, no_wrap=True, min_width=_width(c, table.rows) - 3)

@@ -3,8 +3,9 @@
 
 * :func:`text_geometry_figure` — ``pd:fig:text-geometry``: answer-text stores (F2/F3), quarter
   grid. Left: the raw depth area W_raw (%) and the three increments of
-  ``r3:eq:depth-components`` stacked on it (Δ_tr, Δ_dir, Δ_pair, pp), black marks at the mean and
-  LSE references W_mean, W_LSE; right: the combined direction and pairing increment
+  ``r3:eq:depth-components`` stacked on it (Δ_tr, Δ_dir, Δ_pair, pp), the mean and LSE
+  references W_mean, W_LSE as arrowheads left and right of the bar (so equal references stay
+  two marks); right: the combined direction and pairing increment
   W_res − W_q (pp) with its 95 % whole-question interval. One bar per model × task × arm.
 * :func:`text_cdf_figure` — ``pd:app:fig:text-cdf``: earliest-depth distributions F_j(d) (%) of
   the answer-text stores on the native grid, the terminal fallback F_j(T) = 100 % included.
@@ -80,9 +81,13 @@ def text_geometry_figure(document: dict, directory: Path) -> list[Path] | str:
             v, _, _ = arrays(rs, key)
             axl.bar(x, v, bottom=bottom, color=color, label=name, width=0.6)
             bottom = bottom + v
-        for key, marker, name in (("W_mean", "_", "mean reference W_mean"), ("W_LSE", "x", "LSE reference W_LSE")):
+        # the two references as arrowheads on either side of the bar, pointing at their level:
+        # equal references (common: both remove the translation) stay two visible marks
+        for key, dx, marker, face, name in (("W_mean", -0.39, ">", "black", "mean reference W_mean"),
+                                            ("W_LSE", 0.39, "<", "white", "LSE reference W_LSE")):
             v, _, _ = arrays(rs, key)
-            axl.scatter(x, v, marker=marker, color="black", s=60, zorder=3, label=name)
+            axl.scatter(x + dx, v, marker=marker, facecolor=face, edgecolor="black", linewidths=0.8, s=28,
+                        zorder=3, label=name)
         axl.set_xticks(x, [_cell(r) for r in rs])
         axl.set_ylabel("depth area (%)")
         axl.set_title(f"{cell_title(rs[0], 'readout')}: W_raw and increments", loc="left")

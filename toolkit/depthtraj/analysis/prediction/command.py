@@ -99,7 +99,7 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
     from ..core.data import model_name, open_admitted, score_of
     from ..core.grid import Grid, format_depths
     from ..core.inputs import readout_info
-    from ..core.tables import Analysis, render_rich, table_csv
+    from ..core.tables import Analysis, render_rich, small_population_note, table_csv
     from . import tables as T7
     from .exits import evaluate_exits
 
@@ -145,6 +145,8 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
                 model = model_name(ds)
                 kw = dict(store=path, model=model, readout=info["label"], by="task")
                 rules = T7.exit_rules_table(ev, **kw)
+                if bootstrap > 0:
+                    rules.title += small_population_note(rules, {}, by="task")
                 curves = T7.exit_curves_table(ev, **kw)
                 skipped = T7.skipped_rules(ev)
                 for name, why in skipped.items():

@@ -3,9 +3,10 @@
 * :func:`precision_figure` — ``pd:fig:precision`` (MMLU in the paper) and
   ``pd:app:fig:arc-precision`` (ARC): (a, b, …) one panel per store (checkpoint) with two or
   more precision arms: the distribution of the retained radius ρ = B_q / B_raw over nonzero
-  adjacent increments per arm on the 0.01 grid (fraction of 𝓘 per bin, ``pd:eq:tau``), the
-  exact-zero atom (exact translations, ρ = 0) marked as a dot at ρ = 0 and counted in the
-  panel title; last panel: the paired change of each later arm against the first arm in 100τ
+  adjacent increments per arm on the 0.01 grid (``pd:eq:tau``), drawn as its cumulative
+  fraction of 𝓘 so that the arms' curves stay readable where they overlap; its value at ρ = 0
+  is the exact-zero atom (exact translations), marked by a dot in the arm's colour and counted
+  in the panel title; arms with the same distribution are named together (``bf16 = fp32``); last panel: the paired change of each later arm against the first arm in 100τ
   (pp, e.g. fp32 − bf16) with 95 % whole-question intervals (``tau_minus_first`` of the
   ``precision`` table). One figure per task × readout, the stores of that readout side by side
   as in the paper (Huginn and Recurrent-Llama); needs two or more precision arms.
@@ -26,7 +27,6 @@ from ..core.plotting import (
     cell_title,
     figure_title,
     group_rows,
-    legend_below,
     pyplot,
     safe_name,
     save,
@@ -80,25 +80,42 @@ def precision_figure(document: dict, directory: Path) -> list[Path] | str:
         fig, axes = _panels(plt, len(stores) + 1)
         axc = axes[-1]
         ticks, x0 = [], 0
+        handles: dict[str, tuple] = {}
         for k, (ax, (store, pr)) in enumerate(zip(axes, stores.items())):
             letter = chr(ord("a") + k)
             rr = [r for r in rho if r["store"] == store and str(r.get("readout")) == readout and cell_of(r) == task]
-            atoms = []
+            atoms, drawn = [], []
             for (prec,), cr in group_rows(rr, ("precision",)).items():
                 counts = np.array([float(r["count"]) for r in cr])
                 total = counts.sum()
-                frac = counts / total if total > 0 else counts
-                edges = np.array([float(r["rho_lo"]) for r in cr])
                 z = next((r for r in pr if r["precision"] == prec), {})
                 zero, n_inc = float(z.get("n_zero_span") or 0.0), float(z.get("n_I") or 0.0)
-                ax.step(edges, frac, where="post", lw=1.0, color=color[prec], label=prec)
-                ax.plot([0.0], [zero / n_inc if n_inc else 0.0], "o", ms=3.5, color=color[prec], label="_atom")
+                # the distribution on the 0.01 grid as its cumulative fraction: F(0) is the exact
+                # ρ = 0 atom, F(k/100) the share of 𝓘 below k/100, then the step at ρ = 1 (the
+                # last bin holds ρ = 1 exactly) up to 1; curves of several arms cross cleanly
+                # where their histograms would hide one another
+                atom = zero / n_inc if n_inc else 0.0
+                cdf = np.concatenate([[atom], np.cumsum(counts) / total]) if total > 0 else np.zeros(len(counts) + 1)
+                grid = np.minimum(np.arange(len(counts) + 1), len(counts) - 1) / 100.0
+                twin = next((d for d in drawn if np.array_equal(d["cdf"], cdf)), None)
                 atoms.append(f"{prec} {zero:g}/{n_inc:g}")
-            ax.plot([], [], "o", ms=3.5, color="black", label="exact ρ = 0 atom (fraction of nonzero increments)")
+                if twin is not None:  # the same distribution: named together, not drawn under the other
+                    twin["arms"].append(prec)
+                    continue
+                style = ("-", "--", ":", "-.")[min(len(drawn), 3)]
+                line = ax.plot(grid, cdf, lw=1.1, ls=style, color=color[prec])[0]
+                # concentric dots (the later arm smaller, on top): equal atoms stay visible
+                dot = ax.plot([0.0], [atom], "o", ms=6.5 - 1.5 * min(len(drawn), 3), color=color[prec],
+                              markeredgecolor="white", markeredgewidth=0.5, zorder=3 + len(drawn))[0]
+                drawn.append({"cdf": cdf, "arms": [prec], "handle": (line, dot)})
+            for d in drawn:  # a legend entry per curve: the line with its atom dot, in the arm's colour
+                d["label"] = " = ".join(d["arms"])
+                handles.setdefault(d["label"], d["handle"])
             ax.set_xlim(-0.03, 1.03)
-            ax.set_xlabel("ρ = B_q / B_raw (0.01 bins)")
-            ax.set_ylabel("fraction of nonzero increments")
-            ax.set_title(f"({letter}) {cell_title(pr[0])}\nρ = 0 atom: {', '.join(atoms)}", loc="left")
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_xlabel("ρ = B_q / B_raw (0.01 grid)")
+            ax.set_ylabel("cumulative fraction of nonzero increments")
+            ax.set_title(f"({letter}) {cell_title(pr[0])}\nρ = 0 atom (dot): {', '.join(atoms)}", loc="left")
             later = pr[1:]
             est, lo, hi = arrays(later, "tau_minus_first")
             x = x0 + np.arange(len(later))
@@ -113,7 +130,8 @@ def precision_figure(document: dict, directory: Path) -> list[Path] | str:
         axc.set_ylabel("paired change in 100τ (pp)")
         axc.set_title(f"({chr(ord('a') + len(stores))}) paired Δ100τ\n({coverage(document)} intervals)", loc="left")
         figure_title(fig, f"{task_name(task)} · {readout}: retained radius and precision arms")
-        legend_below(fig, axes, ncol=len(arms) + 1)
+        fig.legend(list(handles.values()), list(handles),
+                   loc="lower center", ncol=min(4, len(handles)), frameon=False, bbox_to_anchor=(0.5, 0.0))
         models = [stores[s][0].get("model") for s in stores]
         out.append(save(fig, Path(directory) / f"precision_{safe_name(task, readout, *models)}.png",
                         label="pd:fig:precision", panels=len(stores) + 1))
