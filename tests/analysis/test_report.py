@@ -366,6 +366,17 @@ def test_captions_leave_the_level_to_the_interval_line():
         assert "95" not in x.caption, x.name
 
 
+def test_captions_read_without_internal_labels():
+    """issue 28: captions cited labels a reader cannot look up (``r3:eq:depth-components``,
+    ``arxiv:eq:depth-gains``); a caption may cite the paper's own ``pd:`` labels only."""
+    import re
+
+    load()
+    for x in (*engine.tables(), *engine.comparisons(), *engine.figures()):
+        cited = re.findall(r"\b([a-z0-9]+):(?:eq|tab|fig|app|sec):", x.caption)
+        assert all(c == "pd" for c in cited), (x.name, x.caption)
+
+
 def test_report_at_another_level_says_so(three_stores, tmp_path):
     out = tmp_path / "rep"
     assert run_report(three_stores[:1], out=out, bootstrap=20, level=0.5, sections="3") == 0

@@ -187,7 +187,7 @@ register(
                 caption=_CAPTIONS[name]) for name in T3.PAPER_AREA_TABLES),
     TableSpec("gains", 3, _gains, ("geometry",), per_grid=True,
               caption="Earliest-depth distributions F_j(d) (%) and the gain profiles G_tr(d) = F_q − F_raw, "
-                      "G_dp(d) = F_res − F_q (pp) at each candidate depth (arxiv:eq:depth-gains)."),
+                      "G_dp(d) = F_res − F_q (pp) at each candidate depth."),
     TableSpec("margin_ladder", 3, _margin_ladder, ("geometry",), per_grid=True,
               caption="Margin ladder: mean raw margin, quotient radius, directed bound and reserve (nats) at "
                       "each candidate depth (pd:eq:ladder)."),
@@ -196,15 +196,18 @@ register(
 register(
     FigureSpec("text_geometry", 3, "pd:fig:text-geometry",
                "Direction and competitor pairing beyond translation under answer-text scoring. Left: raw "
-               "depth area and the three increments of r3:eq:depth-components stacked on it; black marks: the "
-               "mean and LSE references. Right: the combined direction and pairing contribution W_res − W_q "
-               "with whole-question intervals.", F3.text_geometry_figure, ("depth_area",)),
+               "depth area W_raw with the three increments of the nested tests stacked on it (translation "
+               "Δ_tr = W_q − W_raw, direction Δ_dir = W_dir − W_q, pairing Δ_pair = W_res − W_dir); "
+               "arrowheads beside each bar: the mean-centred and LSE references W_mean (▶) and W_LSE (◁). "
+               "Right: the combined direction and pairing contribution W_res − W_q with whole-question "
+               "intervals.", F3.text_geometry_figure, ("depth_area",)),
     FigureSpec("text_cdf", 3, "pd:app:fig:text-cdf",
                "Earliest-depth distributions F_j(d) under answer-text scoring on the native candidate grid, "
                "including the shared terminal fallback at T.", F3.text_cdf_figure, ("gains",)),
     FigureSpec("label_increments", 3, "pd:app:fig:label-increments",
-               "Direction and competitor pairing under label scoring: the increments of "
-               "r3:eq:depth-components with paired whole-question intervals.",
+               "Direction and competitor pairing under label scoring: the increments of the nested tests "
+               "(Δ_tr = W_q − W_raw, Δ_dir = W_dir − W_q, Δ_pair = W_res − W_dir) with paired "
+               "whole-question intervals.",
                F3.label_increments_figure, ("direction",)),
     FigureSpec("ladder", 3, "pd:fig:ladder",
                "Where the geometric gains arise under label scoring: at each preterminal native depth d, blue "
