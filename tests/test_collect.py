@@ -92,6 +92,40 @@ def test_batch_size_does_not_change_scores(tiny_huginn, arc_test, tmp_path):
     assert stores[0].tobytes() == stores[1].tobytes()
 
 
+def test_the_store_says_what_its_depth_is_and_resume_keeps_it(tiny_huginn, arc_test, tmp_path):
+    """Format 1.2's ``depth``: a recurrent family writes a recurrence step read by the model's own
+    readout; a store of an earlier writer (no ``depth``) resumes as one; a store whose depth is
+    another refuses this run's resume in one line; ``info`` says what depth is."""
+    from depthtraj.collect import CollectError, Source, collect
+    from depthtraj.info import info_lines, store_info
+    from depthtraj.models.v1 import RECURRENCE_DEPTH, DepthInfo
+    from depthtraj.store import open_store
+
+    def run(out, limit=4, **kw):
+        return collect(adapter="huginn", model=tiny_huginn, sources=[Source("arc_challenge", arc_test, limit)],
+                       out=out, depths=2, chunk_size=2, **kw)
+
+    out = tmp_path / "s.zarr"
+    run(out)
+    depth = open_store(out).attrs["depthtraj"]["depth"]
+    assert DepthInfo.model_validate(depth) == RECURRENCE_DEPTH
+    assert depth["kind"] == "recurrence" and depth["lens"]["kind"] == "none" and depth["shared_weights"] is True
+    assert any(line.startswith("depth is") and "recurrence step (shared weights, the model's own readout)" in line
+               for line in info_lines(store_info(str(out))))
+    group = zarr.open_group(str(out), mode="r+")
+    attrs = dict(group.attrs["depthtraj"])
+    del attrs["depth"]  # an earlier writer's store: a recurrence
+    group.attrs["depthtraj"] = attrs
+    assert run(out, resume=True).written == 0  # accepted: nothing left to do
+    attrs["depth"] = {"kind": "layer", "shared_weights": False, "lens": {"kind": "logit"},
+                      "latent_step_norm": "residual-stream", "logsumexp": "lens"}
+    group.attrs["depthtraj"] = attrs
+    assert any("layer (residual stream after layer t, unshared weights; logit lens" in line
+               for line in info_lines(store_info(str(out))))
+    with pytest.raises(CollectError, match=r"attrs.depthtraj.depth differs from this run's"):
+        run(out, resume=True)
+
+
 def test_execution_mode_is_recorded_and_kept_on_resume(tiny_huginn, arc_test, tmp_path):
     from depthtraj.collect import CollectError, Source, collect
     from depthtraj.store import open_store

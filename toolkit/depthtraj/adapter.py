@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 
 import numpy as np
 
-from depthtraj.models.v1 import PrecisionArm
+from depthtraj.models.v1 import RECURRENCE_DEPTH, DepthInfo, PrecisionArm
 from depthtraj.progress import advance
 from depthtraj.progress import part as progress_part
 
@@ -557,6 +557,12 @@ class LoopedLMAdapter(abc.ABC):
     #: the ``model_type`` values (config.json) of checkpoints this adapter drives; ``collect``
     #: refuses another before loading weights (empty: any)
     model_types: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def depth_info(self) -> DepthInfo:
+        """What this adapter's depth axis is (the store's ``depth`` attribute, format 1.2): a
+        recurrence step read by the model's own readout path, unless the adapter says otherwise."""
+        return RECURRENCE_DEPTH
 
     pad_token_id: int = 0
     self_check_report: SelfCheckReport | None = None

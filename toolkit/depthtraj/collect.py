@@ -36,6 +36,7 @@ import numpy as np
 from . import __version__
 from . import layout as L
 from .models.v1 import (
+    RECURRENCE_DEPTH,
     STANDARD_ARMS,
     ATTRS_KEY,
     AdapterInfo,
@@ -640,6 +641,7 @@ def collect(
         execution=execution,
         probes=Probes(anchors=anchors, score="score" if readout == "label" else "logprob_sum", draws=probe_draws)
         if anchors else None,
+        depth=getattr(runner, "depth_info", RECURRENCE_DEPTH),
         notes="; ".join(notes),
     )
     # text readouts also record lm-eval's per-candidate greedy flag at every depth

@@ -91,6 +91,7 @@ def store_info(path: str, *, storage_options=None) -> dict[str, Any]:
         "max_candidates": int(shape.get("candidate", 0)),
         "optional": [v for v in _optional() if v in arrays],
         "probes": meta.get("probes"),
+        "depth": meta.get("depth"),
         "size_bytes": _size(str(path), storage_options),
         "created": meta.get("created"), "device": meta.get("device"),
     }
@@ -101,6 +102,20 @@ def _probes_text(p) -> str:
         return "none"
     anchors = ",".join(str(a) for a in p.get("anchors") or [])
     return f"§7 probes of {p.get('score')} at anchors {anchors}, {p.get('draws')} draws"
+
+
+def depth_kind_text(d) -> str:
+    """What the depth axis is, in words (the ``depth`` attribute, format 1.2; absent: a
+    recurrence step, as in every store of format 1.0 and 1.1)."""
+    if not isinstance(d, dict):
+        return "recurrence step (shared weights, the model's own readout; not recorded: written before the depth attribute)"
+    lens = d.get("lens") or {}
+    if d.get("kind") == "recurrence":
+        return "recurrence step (shared weights, the model's own readout)"
+    how = {"logit": "logit lens (the final norm at each depth, then the unembedding)",
+           "tuned": f"tuned lens {lens.get('hash', '')}"}.get(lens.get("kind"), str(lens.get("kind")))
+    shared = "shared" if d.get("shared_weights") else "unshared"
+    return f"layer (residual stream after layer t, {shared} weights; {how})"
 
 
 def _depth_text(depths: list[int]) -> str:
@@ -126,6 +141,7 @@ def info_lines(info: dict[str, Any]) -> list[str]:
                          f" ({info['n_total'] - info['n_complete']} incomplete: excluded by analyses)")),
         ("tasks", ", ".join(f"{t} {v['complete']}/{v['total']}" for t, v in info["tasks"].items()) or "none recorded"),
         ("depths", f"{_depth_text(info['depths'])} (T = {info['endpoint']})"),
+        ("depth is", depth_kind_text(info.get("depth"))),
         ("precision", ", ".join(info["precision"])),
         ("arrangements", str(info["arrangements"])),
         ("candidates", f"up to {info['max_candidates']}"),

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import layout as L
-from .models.v1 import ATTRS_KEY, StoreAttrs
+from .models.v1 import ATTRS_KEY, RECURRENCE_DEPTH, StoreAttrs
 
 DEFAULT_CHUNK = 256
 SEED_SCHEME = "blake2b-64(f'{base}:{question_id}') & (2**63-1)"
@@ -742,6 +742,9 @@ class TrajectoryWriter:
                         "resume only with the settings that created the store"
                     )
             _check_execution(p, stored.execution, attrs.execution)
+            if (stored.depth or RECURRENCE_DEPTH) != (attrs.depth or RECURRENCE_DEPTH):  # absent: a recurrence
+                raise StoreError(f"{p}: attrs.{ATTRS_KEY}.depth differs from this run's; "
+                                 "resume only with the settings that created the store")
         if questions is not None:
             _check_questions(p, group, questions)
         return cls(p, group, stored)

@@ -208,6 +208,70 @@ class Probes(_Model):
         return v
 
 
+class Lens(_Model):
+    """How a layer store's scores were read from the residual stream (format 1.2, optional)."""
+
+    kind: Literal["none", "logit", "tuned"] = Field(
+        description="`none`: the model's own readout path (recurrent models: coda and head); "
+        "`logit`: the logit lens, the model's final norm recomputed at each depth then the "
+        "unembedding; `tuned`: a trained affine translator per depth before the final norm and "
+        "the unembedding (tuned-lens)."
+    )
+    hash: str | None = Field(
+        default=None, pattern=r"^sha256:[0-9a-f]{64}$",
+        description="`tuned` only: sha256 of the lens's parameter file (`params.pt`), as "
+        "`sha256:<hex>`.",
+    )
+
+    @model_validator(mode="after")
+    def _hash_for_tuned(self) -> Lens:
+        if (self.kind == "tuned") != (self.hash is not None):
+            raise ValueError("lens.hash is given for a tuned lens, and only then")
+        return self
+
+
+class DepthInfo(_Model):
+    """What the depth axis means (format 1.2, optional; absent: a recurrence step, as in every
+    store of format 1.0 and 1.1).
+
+    ``recurrence``: depth t is the state after t applications of shared blocks, read by the
+    model's own readout path. ``layer``: depth t is the residual stream after decoder layer t
+    of an ordinary transformer (no shared weights), read through a lens.
+    """
+
+    kind: Literal["recurrence", "layer"] = Field(
+        description="`recurrence` (recurrence step t) or `layer` (the residual stream after layer t)."
+    )
+    shared_weights: bool = Field(
+        description="Whether every depth applies the same weights (true for a recurrence)."
+    )
+    lens: Lens = Field(description="How the scores were read at each depth.")
+    latent_step_norm: Literal["recurrent-state", "residual-stream"] = Field(
+        description="What `latent_step_norm` measures: ‖h_t − h_{t−1}‖₂ of the recurrent state "
+        "(h_0 the initial state) or of the residual stream (h_0 the embeddings)."
+    )
+    logsumexp: Literal["model-head", "lens"] = Field(
+        description="Whose logits `logsumexp` normalises: the model's own head, or the lens's."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DepthInfo:
+        if self.kind == "recurrence":
+            if self.lens.kind != "none" or not self.shared_weights:
+                raise ValueError("a recurrence depth shares its weights and is read by the model's own "
+                                 "readout (lens.kind 'none')")
+            if self.latent_step_norm != "recurrent-state" or self.logsumexp != "model-head":
+                raise ValueError("a recurrence depth's latent_step_norm is of the recurrent state and its "
+                                 "logsumexp of the model head")
+        else:
+            if self.lens.kind == "none":
+                raise ValueError("a layer depth is read through a lens: lens.kind 'logit' or 'tuned'")
+            if self.latent_step_norm != "residual-stream" or self.logsumexp != "lens":
+                raise ValueError("a layer depth's latent_step_norm is of the residual stream and its "
+                                 "logsumexp of the lens")
+        return self
+
+
 class StoreAttrs(_Model):
     """The root attribute object ``attrs['depthtraj']`` of a format-v1 trajectory store."""
 
@@ -232,6 +296,11 @@ class StoreAttrs(_Model):
     probes: Probes | None = Field(
         default=None,
         description="The §7 collection probes the store carries (format 1.1); absent without probes.",
+    )
+    depth: DepthInfo | None = Field(
+        default=None,
+        description="What the depth axis means (format 1.2); absent: a recurrence step read by the "
+        "model's own readout.",
     )
     notes: str | None = None
 
@@ -272,13 +341,17 @@ class StoreAttrs(_Model):
     def to_attrs(self) -> dict:
         """The JSON-serialisable ``{'depthtraj': {...}}`` mapping for the root group."""
         # format 1.1's optional fields are left out when unset, so a 1.0 store's attrs stay its own
-        exclude: dict = {name: True for name in ("execution", "probes") if getattr(self, name) is None}
+        exclude: dict = {name: True for name in ("execution", "probes", "depth") if getattr(self, name) is None}
         per_task = {i: {k for k in ("prompt_template", "target_delimiter", "harness") if getattr(t, k) is None}
                     for i, t in enumerate(self.tasks)}
         if any(per_task.values()):
             exclude["tasks"] = {i: v for i, v in per_task.items() if v}
         return {ATTRS_KEY: self.model_dump(mode="json", exclude=exclude)}
 
+
+#: The depth of every recurrent family's store (what a store without ``depth`` means).
+RECURRENCE_DEPTH = DepthInfo(kind="recurrence", shared_weights=True, lens=Lens(kind="none"),
+                             latent_step_norm="recurrent-state", logsumexp="model-head")
 
 #: Standard precision arms (`pd:app:extended-precision`).
 STANDARD_ARMS: dict[str, PrecisionArm] = {
@@ -290,7 +363,10 @@ STANDARD_ARMS: dict[str, PrecisionArm] = {
 }
 
 __all__ = [
+    "DepthInfo",
     "Harness",
+    "Lens",
+    "RECURRENCE_DEPTH",
     "ATTRS_KEY",
     "FORMAT_MAJOR",
     "FORMAT_VERSION",
