@@ -263,3 +263,38 @@ def test_the_spec_alone_reproduces_the_draws():
         gen = torch.Generator(device="cpu").manual_seed(probe_seed(seed, t))
         bits = torch.randint(0, 2, (3, 2, 5), generator=gen, dtype=torch.int8)  # as LoopedLMAdapter._prober
         assert torch.equal(env["r"], bits * 2 - 1) and set(env["r"].unique().tolist()) <= {-1, 1}
+
+
+def test_a_per_depth_readout_gets_the_depth_of_the_state_it_reads(checkpoint):
+    """Adapter protocol (spec adapters.md §2): a ``read_logits`` that declares ``depth`` (a
+    per-depth readout such as a tuned lens) receives the 1-based depth of the state it reads,
+    in the scores (1..T) and in the §7 probes (the anchor); one that does not is called as
+    before, with the same numbers."""
+    from depthtraj.adapter import load_adapter_class
+    from depthtraj.models.v1 import STANDARD_ARMS
+
+    base = load_adapter_class("huginn")
+
+    class PerDepth(base):  # the same readout, told its depth
+        seen: list[int] = []
+
+        def read_logits(self, h, context, positions, *, depth):
+            self.seen.append(int(depth))
+            return super().read_logits(h, context, positions)
+
+        def readout_rows_cache(self, h, context, positions, *, depth):
+            self.seen.append(-int(depth))  # the probes' fast path is told the anchor too
+            return super().readout_rows_cache(h, context, positions)
+
+    arm = STANDARD_ARMS["fp32"]
+    plain = base.load(checkpoint("huginn"), arms=[arm], self_check=None)
+    told = PerDepth.load(checkpoint("huginn"), arms=[arm], self_check=None)
+    prompt = told.tokenizer("Question: 2 + 2?\nAnswer:")["input_ids"]
+    targets = [told.tokenizer(" A")["input_ids"][-1], told.tokenizer(" B")["input_ids"][-1]]
+    a = plain.label_readout([prompt], [targets], [5], 4, arm, probe_anchors=[2], probe_draws=4)
+    b = told.label_readout([prompt], [targets], [5], 4, arm, probe_anchors=[2], probe_draws=4)
+    assert a.logprob.tobytes() == b.logprob.tobytes()
+    assert a.probes.nl_moment.tobytes() == b.probes.nl_moment.tobytes()
+    assert [d for d in PerDepth.seen if d > 0 and d != 2] == [1, 3, 4]  # the scores at depths 1..4
+    assert PerDepth.seen.count(1) == 1 and PerDepth.seen.count(4) == 1
+    assert -2 in PerDepth.seen and all(d in (-2, 1, 2, 3, 4) for d in PerDepth.seen)  # probes: the anchor, 2

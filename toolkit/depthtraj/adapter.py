@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import functools
 import importlib.metadata
 import inspect
 import re
@@ -504,6 +505,15 @@ def _packed_text_scores(
     return lse, head, head + rest[:, :k_max]
 
 
+@functools.lru_cache(maxsize=None)
+def _takes_depth(hook: Callable) -> bool:
+    """Whether a readout hook declares the keyword ``depth`` (a per-depth readout)."""
+    try:
+        return "depth" in inspect.signature(hook).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def probe_seed(seed: int, anchor: int) -> int:
     """The seed of the §7 nonlinear probe's Rademacher draws of a question at ``anchor``: the first
     64-bit word of ``numpy.random.SeedSequence([seed mod 2**64, anchor])``."""
@@ -834,6 +844,25 @@ class LoopedLMAdapter(abc.ABC):
         differentiable with respect to ``rows``."""
         raise NotImplementedError(f"{type(self).__name__} has a readout_rows_cache but no read_logits_rows")
 
+    # ------------------------------------------------------------------ depth-aware readout
+    def read_logits_at(self, h: torch.Tensor, context: Any, positions: torch.Tensor, *, depth: int) -> torch.Tensor:
+        """:meth:`read_logits` of the state ``h`` at ``depth`` (1-based: ``h_t`` after step t).
+
+        A family whose readout differs per depth (a tuned lens: one translator per layer)
+        declares a keyword ``depth`` on :meth:`read_logits` and receives it; every other family
+        is called as before, so adapters written before the argument keep working (spec
+        adapters.md §2). The engine and the conformance kit read through this method.
+        """
+        if _takes_depth(type(self).read_logits):
+            return self.read_logits(h, context, positions, depth=depth)
+        return self.read_logits(h, context, positions)
+
+    def _rows_cache_at(self, h: torch.Tensor, context: Any, positions: torch.Tensor, *, depth: int) -> Any | None:
+        """:meth:`readout_rows_cache` with ``depth`` when the family's hook declares it."""
+        if _takes_depth(type(self).readout_rows_cache):
+            return self.readout_rows_cache(h, context, positions, depth=depth)
+        return self.readout_rows_cache(h, context, positions)
+
     # ------------------------------------------------------------------ shared engine
     #: Most draws per batched head evaluation of the nonlinear probe (memory ~ draws × seq × hidden).
     probe_draw_batch: ClassVar[int] = 512
@@ -908,7 +937,7 @@ class LoopedLMAdapter(abc.ABC):
                 base = h[i : i + 1].float().to(head_dtype)  # [1, seq, hidden]
                 base_rows = base[0, pos]  # [P, hidden]
                 ctx = self.take_context(context, item, batch)
-                cache = self.readout_rows_cache(base, ctx, pos)
+                cache = self._rows_cache_at(base, ctx, pos, depth=t)  # h_t: the state at depth t (the anchor)
                 where_read = (read_at[i].reshape(-1, 1) == pos[None, :]).to(torch.int64).argmax(1)  # [R] -> P
 
                 vocab = [0]
@@ -922,8 +951,8 @@ class LoopedLMAdapter(abc.ABC):
                     else:
                         hb = base.expand(n, -1, -1).index_put(
                             (torch.arange(n, device=dev)[:, None].expand(n, n_pos), pos[None].expand(n, n_pos)), rows)
-                        logits = self.read_logits(hb, self.take_context(context, items, batch),
-                                                  read_at[i : i + 1].expand(n, *read_at.shape[1:]))
+                        logits = self.read_logits_at(hb, self.take_context(context, items, batch),
+                                                     read_at[i : i + 1].expand(n, *read_at.shape[1:]), depth=t)
                     vocab[0] = int(logits.shape[-1])
                     return score(logits.float(), items)[:, :k]
 
@@ -1011,7 +1040,7 @@ class LoopedLMAdapter(abc.ABC):
             for t in range(n_steps):
                 h_before = h
                 h = self.step(h, context, t)
-                consume(t, self.read_logits(h.to(head_dtype), context, read_at).float())
+                consume(t, self.read_logits_at(h.to(head_dtype), context, read_at, depth=t + 1).float())
                 if on_step is not None:
                     on_step(t, h_before, h, context)
                 current = h[rows, stat_at].float()

@@ -928,12 +928,16 @@ class AdapterKit:
                         states.append(a.step(states[-1], ctx32, step))
                     states = [x.to(f64) for x in states]
 
+                    depth = [0]  # the anchor whose state is being read (a per-depth readout needs it)
+
                     def evaluate(hb, read_at=read_at, ctx=ctx, scores=scores):  # [n, seq, hidden] -> [n, K]
                         n = hb.shape[0]
                         c = a.take_context(ctx, torch.zeros(n, dtype=torch.long, device=a.device), 1)
-                        return scores(a.read_logits(hb, c, read_at.expand(n, *read_at.shape[1:]))).double()
+                        return scores(a.read_logits_at(hb, c, read_at.expand(n, *read_at.shape[1:]),
+                                                       depth=depth[0])).double()
 
                     for j, t in enumerate(anchors):
+                        depth[0] = t
                         ht = states[t]
                         step = states[t + 1][0, pos] - ht[0, pos]
                         sigma = float(torch.linalg.vector_norm(step)) / float(np.sqrt(n_pos * hidden))
