@@ -357,3 +357,23 @@ def test_fault_injection_never_crashes_nor_lies(tiny, tmp_path_factory):
         assert doc["analyses"][0]["n_questions"] == 24 - n_incomplete
 
     run()
+
+
+def test_a_layer_store_is_never_read_silently_as_a_recurrence(tmp_path):
+    """Format 1.2's ``depth``: admission notes a layer store (what the tables' depth is, and
+    what §6 and §7 read on it); a store with a recurrence depth, or none, gets no such note."""
+    from pathlib import Path
+
+    from depthtraj.trust import admit
+
+    corpus = Path(__file__).resolve().parent / "conformance" / "valid"
+    for case, layer in (("depth_layer_tuned_lens", True), ("depth_recurrence", False), ("label_basic", False)):
+        store = tmp_path / f"{case}.zarr"
+        shutil.copytree(corpus / f"{case}.zarr", store)
+        notes = admit(str(store)).notes
+        said = [n for n in notes if n.startswith("depth is layer t")]
+        assert bool(said) == layer, (case, notes)
+        if layer:
+            assert "tuned lens" in said[0] and "§7's σ is the residual stream's step" in said[0]
+            r = CliRunner().invoke(app, ["analyze", str(store), "--sections", "3", "--bootstrap", "10"])
+            assert r.exit_code == 0 and "depth is layer t" in r.stderr

@@ -215,6 +215,12 @@ def admit(path, *, storage_options: Mapping[str, Any] | None = None,
     group = _open_group(p, storage_options)
     attrs = group.attrs.get("depthtraj") or {}
     kind = str((attrs.get("readout") or {}).get("kind", "label"))
+    depth = attrs.get("depth") or {}
+    if depth.get("kind") == "layer":  # format 1.2: never read a layer store silently as a recurrence
+        lens = (depth.get("lens") or {}).get("kind")
+        notes.append(f"depth is layer t (the residual stream after layer t, read through the {lens} lens): the "
+                     "tables read depth t as layer t; §6's arms compare the lens in each precision and §7's σ is "
+                     "the residual stream's step, not a recurrence's (spec §2, depth)")
     try:
         complete = np.asarray(group["complete"][...], dtype=bool)
         ids_arr = group[L.QUESTION]
