@@ -274,16 +274,15 @@ def test_a_per_depth_readout_gets_the_depth_of_the_state_it_reads(checkpoint):
     from depthtraj.models.v1 import STANDARD_ARMS
 
     base = load_adapter_class("huginn")
+    seen: list[int] = []
 
     class PerDepth(base):  # the same readout, told its depth
-        seen: list[int] = []
-
         def read_logits(self, h, context, positions, *, depth):
-            self.seen.append(int(depth))
+            seen.append(int(depth))
             return super().read_logits(h, context, positions)
 
         def readout_rows_cache(self, h, context, positions, *, depth):
-            self.seen.append(-int(depth))  # the probes' fast path is told the anchor too
+            seen.append(-int(depth))  # the probes' fast path is told the anchor too
             return super().readout_rows_cache(h, context, positions)
 
     arm = STANDARD_ARMS["fp32"]
@@ -295,6 +294,6 @@ def test_a_per_depth_readout_gets_the_depth_of_the_state_it_reads(checkpoint):
     b = told.label_readout([prompt], [targets], [5], 4, arm, probe_anchors=[2], probe_draws=4)
     assert a.logprob.tobytes() == b.logprob.tobytes()
     assert a.probes.nl_moment.tobytes() == b.probes.nl_moment.tobytes()
-    assert [d for d in PerDepth.seen if d > 0 and d != 2] == [1, 3, 4]  # the scores at depths 1..4
-    assert PerDepth.seen.count(1) == 1 and PerDepth.seen.count(4) == 1
-    assert -2 in PerDepth.seen and all(d in (-2, 1, 2, 3, 4) for d in PerDepth.seen)  # probes: the anchor, 2
+    assert [d for d in seen if d > 0 and d != 2] == [1, 3, 4]  # the scores at depths 1..4
+    assert seen.count(1) == 1 and seen.count(4) == 1
+    assert -2 in seen and all(d in (-2, 1, 2, 3, 4) for d in seen)  # probes: the anchor, 2

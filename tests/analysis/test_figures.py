@@ -351,7 +351,6 @@ def test_precision_figure_draws_the_cumulative_distribution_from_the_atom(docume
     arm is now the cumulative fraction of 𝓘 on the 0.01 grid, starting at its ρ = 0 atom and
     ending at 1, drawn with its atom dot in the arm's colour; equal arms are named together."""
     import matplotlib.figure
-
     from depthtraj.analysis.sensitivity.figures import precision_figure
 
     lines = {}

@@ -505,7 +505,7 @@ def _packed_text_scores(
     return lse, head, head + rest[:, :k_max]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _takes_depth(hook: Callable) -> bool:
     """Whether a readout hook declares the keyword ``depth`` (a per-depth readout)."""
     try:

@@ -1101,9 +1101,9 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
         for b in range(0, len(items), batch_size):
             batch = [items[i] for i in order[b : b + batch_size]]
             seeds = [qs.seed[it.q] for it in batch]
-            done = j * len(items) + b
+            done, n_batch = j * len(items) + b, len(batch)
 
-            def within_batch(f: float, _done=done, _n=len(batch)) -> None:  # the probes' progress inside it
+            def within_batch(f: float, _done=done, _n=n_batch) -> None:  # the probes' progress inside it
                 if on_batch:
                     on_batch((_done + f * _n) / max(work, 1))
 

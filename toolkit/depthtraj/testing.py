@@ -930,7 +930,8 @@ class AdapterKit:
 
                     depth = [0]  # the anchor whose state is being read (a per-depth readout needs it)
 
-                    def evaluate(hb, read_at=read_at, ctx=ctx, scores=scores):  # [n, seq, hidden] -> [n, K]
+                    # [n, seq, hidden] -> [n, K]
+                    def evaluate(hb, read_at=read_at, ctx=ctx, scores=scores, depth=depth):
                         n = hb.shape[0]
                         c = a.take_context(ctx, torch.zeros(n, dtype=torch.long, device=a.device), 1)
                         return scores(a.read_logits_at(hb, c, read_at.expand(n, *read_at.shape[1:]),

@@ -203,7 +203,7 @@ def small_population_note(table: Table, cell_sizes: dict[str, int], *, by: str =
         n = r.get("N") if has_n else cell_sizes.get(str(r.get(by)))
         if n is not None and math.isfinite(float(n)) and any(r.get(f"{c.key}_lo") is not None
                                                               for c in table.columns if c.interval):
-            sizes.append(int(round(float(n))))
+            sizes.append(round(float(n)))
     if not sizes or min(sizes) >= MIN_INTERVAL_N:
         return ""
     return (f". Small population: {min(sizes)} question(s) in the smallest cell, under {MIN_INTERVAL_N}: "
