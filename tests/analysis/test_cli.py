@@ -437,3 +437,21 @@ def test_tables_on_a_small_population_say_their_intervals_are_descriptive(tmp_pa
     assert run_analyze([small], sections="3", bootstrap=0, fmt="json") == 0  # no intervals, no note
     doc = json.loads(capsys.readouterr().out)
     assert not any("Small population" in t["title"] for an in doc["analyses"] for t in an["tables"].values())
+
+
+def test_every_command_has_the_one_bootstrap_default():
+    """issue 28: analyze drew 5,000, report 2,000. The commands and the Python API share one
+    default, :data:`depthtraj.analysis.core.bootstrap.DEFAULT_DRAWS` (the paper's 2,000)."""
+    import inspect
+
+    import typer.main
+    from depthtraj.analysis.cli import compute_analysis
+    from depthtraj.analysis.core.bootstrap import DEFAULT_DRAWS
+    from depthtraj.analysis.prediction.command import run_exits
+
+    assert DEFAULT_DRAWS == 2000
+    commands = typer.main.get_command(app).commands
+    for name in ("analyze", "report", "exits"):
+        assert next(p for p in commands[name].params if p.name == "bootstrap").default == DEFAULT_DRAWS, name
+    for fn, arg in ((compute_analysis, "bootstrap"), (run_exits, "bootstrap")):
+        assert inspect.signature(fn).parameters[arg].default == DEFAULT_DRAWS

@@ -319,49 +319,42 @@ _LAYER_DEPTH = {"kind": "layer", "shared_weights": False, "lens": {"kind": "logi
                 "latent_step_norm": "residual-stream", "logsumexp": "lens"}
 
 
-@case("valid", "depth_recurrence", "attrs.depth (format 1.2): a recurrence step read by the model's own readout.")
-def _(p):
+def _with_depth(p: Path, depth: dict) -> None:
+    """A label store whose attrs carry ``depth`` (format 1.2)."""
     g = _base(p)
     a = _attrs(g)
-    a["depth"] = {"kind": "recurrence", "shared_weights": True, "lens": {"kind": "none"},
-                  "latent_step_norm": "recurrent-state", "logsumexp": "model-head"}
+    a["depth"] = depth
     _set_attrs(g, a)
+
+
+@case("valid", "depth_recurrence", "attrs.depth (format 1.2): a recurrence step read by the model's own readout.")
+def _(p):
+    _with_depth(p, {"kind": "recurrence", "shared_weights": True, "lens": {"kind": "none"},
+                    "latent_step_norm": "recurrent-state", "logsumexp": "model-head"})
 
 
 @case("valid", "depth_layer_tuned_lens", "attrs.depth (format 1.2): layers of an ordinary transformer read "
       "through a tuned lens named by its hash.")
 def _(p):
-    g = _base(p)
-    a = _attrs(g)
-    a["depth"] = {**_LAYER_DEPTH, "lens": {"kind": "tuned", "hash": "sha256:" + "0123456789abcdef" * 4}}
-    _set_attrs(g, a)
+    _with_depth(p, {**_LAYER_DEPTH, "lens": {"kind": "tuned", "hash": "sha256:" + "0123456789abcdef" * 4}})
 
 
 @case("invalid", "attr_003_depth_layer_without_lens", "attrs.depth says layer but lens.kind none: a layer's "
       "residual stream has no readout of its own.", ("DT-ATTR-003",), level="structure")
 def _(p):
-    g = _base(p)
-    a = _attrs(g)
-    a["depth"] = {**_LAYER_DEPTH, "lens": {"kind": "none"}}
-    _set_attrs(g, a)
+    _with_depth(p, {**_LAYER_DEPTH, "lens": {"kind": "none"}})
 
 
 @case("invalid", "attr_003_depth_tuned_lens_without_hash", "attrs.depth reads through a tuned lens but does not "
       "name it (lens.hash missing).", ("DT-ATTR-003",), level="structure")
 def _(p):
-    g = _base(p)
-    a = _attrs(g)
-    a["depth"] = {**_LAYER_DEPTH, "lens": {"kind": "tuned"}}
-    _set_attrs(g, a)
+    _with_depth(p, {**_LAYER_DEPTH, "lens": {"kind": "tuned"}})
 
 
 @case("invalid", "attr_003_depth_recurrence_read_by_a_lens", "attrs.depth says recurrence but names a logit "
       "lens and unshared weights.", ("DT-ATTR-003",), level="structure")
 def _(p):
-    g = _base(p)
-    a = _attrs(g)
-    a["depth"] = {**_LAYER_DEPTH, "kind": "recurrence"}
-    _set_attrs(g, a)
+    _with_depth(p, {**_LAYER_DEPTH, "kind": "recurrence"})
 
 
 @case("valid", "optional_variables", "Label readout with both optional variables (logsumexp, latent_step_norm).")

@@ -73,6 +73,11 @@ def active() -> bool:
     return bool(_CURRENT) and _CURRENT[-1]._status is not None
 
 
+def _unit(fraction: float) -> float:
+    """``fraction`` clipped to [0, 1]."""
+    return min(max(float(fraction), 0.0), 1.0)
+
+
 _WITHIN: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar("depthtraj_within",
                                                                                        default=None)
 
@@ -84,7 +89,7 @@ def within(report: Callable[[float], None]) -> Iterator[None]:
     done = [0.0]
 
     def monotone(fraction: float) -> None:
-        fraction = min(max(float(fraction), 0.0), 1.0)
+        fraction = _unit(fraction)
         if fraction > done[0]:
             done[0] = fraction
             report(fraction)
@@ -113,7 +118,7 @@ def part(index: int, count: int) -> Iterator[None]:
     if outer is None:
         yield
         return
-    token = _WITHIN.set(lambda f: outer((index + min(max(float(f), 0.0), 1.0)) / max(count, 1)))
+    token = _WITHIN.set(lambda f: outer((index + _unit(f)) / max(count, 1)))
     try:
         yield
     finally:

@@ -928,17 +928,14 @@ class AdapterKit:
                         states.append(a.step(states[-1], ctx32, step))
                     states = [x.to(f64) for x in states]
 
-                    depth = [0]  # the anchor whose state is being read (a per-depth readout needs it)
-
-                    # [n, seq, hidden] -> [n, K]
-                    def evaluate(hb, read_at=read_at, ctx=ctx, scores=scores, depth=depth):
+                    # [n, seq, hidden] states at depth t (a per-depth readout needs t) -> [n, K]
+                    def evaluate(hb, t, read_at=read_at, ctx=ctx, scores=scores):
                         n = hb.shape[0]
                         c = a.take_context(ctx, torch.zeros(n, dtype=torch.long, device=a.device), 1)
                         return scores(a.read_logits_at(hb, c, read_at.expand(n, *read_at.shape[1:]),
-                                                       depth=depth[0])).double()
+                                                       depth=t)).double()
 
                     for j, t in enumerate(anchors):
-                        depth[0] = t
                         ht = states[t]
                         step = states[t + 1][0, pos] - ht[0, pos]
                         sigma = float(torch.linalg.vector_norm(step)) / float(np.sqrt(n_pos * hidden))
@@ -946,7 +943,7 @@ class AdapterKit:
                         # itself checked by central differences along random directions
                         with torch.enable_grad():
                             hg = ht.clone().requires_grad_(True)
-                            sg = evaluate(hg)[0]
+                            sg = evaluate(hg, t)[0]
                             J = torch.stack([torch.autograd.grad(sg[c], hg, retain_graph=True)[0][0, pos].reshape(-1)
                                              for c in range(sg.shape[0])]).cpu().numpy()  # [K, P * hidden]
                         eps, rng = 1e-5, np.random.default_rng(i)
@@ -955,7 +952,7 @@ class AdapterKit:
                             hb = ht.expand(2, -1, -1).clone()
                             hb[0, pos] += eps * v
                             hb[1, pos] -= eps * v
-                            sc = evaluate(hb)
+                            sc = evaluate(hb, t)
                             fd = ((sc[0] - sc[1]) / (2 * eps)).cpu().numpy()
                             jv = J @ v.reshape(-1).cpu().numpy()
                             if not np.allclose(jv, fd, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(fd).max()))):
@@ -964,12 +961,12 @@ class AdapterKit:
                         ref_jjt = J @ J.T
                         gen = torch.Generator(device="cpu").manual_seed(probe_seed(seeds[i], t))
                         rr = torch.randint(0, 2, (draws, n_pos, hidden), generator=gen, dtype=torch.int8)
-                        base = evaluate(ht)[0]
+                        base = evaluate(ht, t)[0]
                         changes = []
                         for d in range(draws):
                             hb = ht.clone()
                             hb[0, pos] += (rr[d].to(f64) * 2 - 1).to(a.device) * sigma
-                            changes.append((evaluate(hb)[0] - base).cpu().numpy())
+                            changes.append((evaluate(hb, t)[0] - base).cpu().numpy())
                         ch = np.stack(changes)
                         ref_mean, ref_moment = ch.mean(0), ch.T @ ch / draws
                         pr = got[kind]

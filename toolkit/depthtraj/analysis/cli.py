@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import layout as L
 from ..trust import unique_defects
 from . import engine
+from .core.bootstrap import DEFAULT_DRAWS
 from .core.data import model_name, open_admitted
 from .core.grid import Grid, parse_grid, resolve_endpoint
 from .core.inputs import BY, normalized_score, parse_selections, readout_info, select_questions
@@ -202,7 +203,7 @@ def compute_analysis(
     *,
     grids: Sequence[str] = ("quarter", "native"),
     endpoint: int | Sequence[int] | None = None,
-    bootstrap: int = 2000,
+    bootstrap: int = DEFAULT_DRAWS,
     seed: int = 0,
     level: float = 0.95,
     normalization: str | Sequence[str] | None = None,

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .. import layout as L
-from .core.bootstrap import one_blas_thread, poisson_weights, question_keys
+from .core.bootstrap import DEFAULT_DRAWS, one_blas_thread, poisson_weights, question_keys
 from .core.cells import group_sums
 from .core.data import model_name, score_of
 from .core.grid import Grid
@@ -564,7 +564,7 @@ def _tree_sum(parts_):
 
 
 def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequence[str] = ("subject",),
-               draws: int = 2000, seed: int = 0, sub: int = 1024, **options):
+               draws: int = DEFAULT_DRAWS, seed: int = 0, sub: int = 1024, **options):
     """The delayed pass over ``score`` (see the module docstring).
 
     Parameters
@@ -691,7 +691,7 @@ def needed_parts(wanted: frozenset[int]) -> set[str]:
     return {p for t in tables() if t.section in wanted for p in t.parts}
 
 
-def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = 2000, seed: int = 0,
+def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DEFAULT_DRAWS, seed: int = 0,
                   level: float = 0.95, by: str = "task", selection: dict | None = None,
                   sections: frozenset[int] | None = None, allow_defects: bool = False,
                   defects: list | None = None, progress=None, **options) -> list[Analysis]:

@@ -256,20 +256,19 @@ class DepthInfo(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> DepthInfo:
-        if self.kind == "recurrence":
-            if self.lens.kind != "none" or not self.shared_weights:
-                raise ValueError("a recurrence depth shares its weights and is read by the model's own "
-                                 "readout (lens.kind 'none')")
-            if self.latent_step_norm != "recurrent-state" or self.logsumexp != "model-head":
-                raise ValueError("a recurrence depth's latent_step_norm is of the recurrent state and its "
-                                 "logsumexp of the model head")
-        else:
-            if self.lens.kind == "none":
-                raise ValueError("a layer depth is read through a lens: lens.kind 'logit' or 'tuned'")
-            if self.latent_step_norm != "residual-stream" or self.logsumexp != "lens":
-                raise ValueError("a layer depth's latent_step_norm is of the residual stream and its "
-                                 "logsumexp of the lens")
+        if self.kind == "recurrence" and (self.lens.kind != "none" or not self.shared_weights):
+            raise ValueError("a recurrence depth shares its weights and is read by the model's own "
+                             "readout (lens.kind 'none')")
+        if self.kind == "layer" and self.lens.kind == "none":
+            raise ValueError("a layer depth is read through a lens: lens.kind 'logit' or 'tuned'")
+        step_norm, lse = _DEPTH_READINGS[self.kind]
+        if (self.latent_step_norm, self.logsumexp) != (step_norm, lse):
+            raise ValueError(f"a {self.kind} depth's latent_step_norm is {step_norm!r} and its logsumexp {lse!r}")
         return self
+
+
+#: What ``latent_step_norm`` and ``logsumexp`` measure at each depth kind.
+_DEPTH_READINGS = {"recurrence": ("recurrent-state", "model-head"), "layer": ("residual-stream", "lens")}
 
 
 class StoreAttrs(_Model):

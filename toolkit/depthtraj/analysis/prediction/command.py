@@ -24,6 +24,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..core.bootstrap import DEFAULT_DRAWS
+
 __all__ = ["EXITS_SCHEMA", "FORMATS", "exits_document", "exits_reads", "has_exit_gate", "policy_files", "run_exits"]
 
 #: The version of ``exits.json`` (bump when a key changes meaning).
@@ -88,7 +90,7 @@ def policy_files(results: list[dict]) -> dict[str, dict]:
 
 
 def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: float = 0.1, window: int = 4,
-              depths: str | None = None, folds: int = 4, seed: int = 0, bootstrap: int = 2000, level: float = 0.95,
+              depths: str | None = None, folds: int = 4, seed: int = 0, bootstrap: int = DEFAULT_DRAWS, level: float = 0.95,
               endpoint: int | None = None, fmt: str = "table", allow_defects: bool = False,
               overwrite: bool = False) -> int:
     """The ``exits`` command; returns the exit code (0 done, 2 user error)."""

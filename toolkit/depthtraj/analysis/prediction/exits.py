@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import layout as L
-from ..core.bootstrap import check_counts, one_blas_thread, percentile_interval, poisson_weights, question_keys
+from ..core.bootstrap import DEFAULT_DRAWS, check_counts, one_blas_thread, percentile_interval, poisson_weights, question_keys
 from .prefix import (
     DEFAULT_WINDOW,
     QUANTITIES,
@@ -800,7 +800,7 @@ def _lcm_upto(n: int) -> int:
 
 
 def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, window: int = DEFAULT_WINDOW,
-                   folds: int = 4, seed: int = 0, draws: int = 2000, level: float = 0.95, target: float = 0.025,
+                   folds: int = 4, seed: int = 0, draws: int = DEFAULT_DRAWS, level: float = 0.95, target: float = 0.025,
                    delta: float = 0.1, by: str = "task", check_defects: bool = False, allow_defects: bool = False,
                    store: str = "", defects: list | None = None, kind: str = "label") -> ExitEvaluation:
     """Evaluate every stopping rule on held-out questions (two lazy passes; see the module

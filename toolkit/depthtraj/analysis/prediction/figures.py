@@ -21,6 +21,7 @@ from ..core.plotting import (
     FULL_WIDTH,
     analyses_of,
     arrays,
+    cell_of,
     coverage,
     figure_title,
     group_rows,
@@ -59,8 +60,7 @@ def exits_figure(document: dict, directory: Path) -> list[Path] | str:
     out = []
     for (store, model, cell, prec), rs in group_rows(rows, ("store", "model", "cell", "precision")).items():
         fig, (axd, axa) = plt.subplots(1, 2, figsize=(FULL_WIDTH, 2.8))
-        mine = [r for r in ops if (str(r.get("store")), str(r.get("precision"))) == (store, prec)
-                and str(next((r[k] for k in ("task", "subject", "K") if r.get(k) is not None), "")) == cell]
+        mine = [r for r in ops if (str(r.get("store")), str(r.get("precision"))) == (store, prec) and cell_of(r) == cell]
         # a policy that never exits sits at (0 disagreement, 0 work): drawn, every such dot hides
         # the others on one point; they are named in a note instead
         points = {str(r["rule"]).split(" ")[0]: r for r in mine if r.get("direction") != "never"}

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import layout as L
+from ..core.bootstrap import DEFAULT_DRAWS
 from . import moments as M
 from .prefix import fold_mix
 
@@ -480,7 +481,7 @@ def _cell_arm(inp: ReadoutInputs, qs: np.ndarray, fold: np.ndarray, p: int, F: i
     return mom, alloc
 
 
-def evaluate_readout(inp: ReadoutInputs, *, folds: int = DEFAULT_FOLDS, seed: int = 0, draws: int = 2000,
+def evaluate_readout(inp: ReadoutInputs, *, folds: int = DEFAULT_FOLDS, seed: int = 0, draws: int = DEFAULT_DRAWS,
                      level: float = 0.95, allocation_loss: str = "weighted",
                      energy_matching: str = "pooled") -> ReadoutPrediction:
     """The held-out moment and allocation evaluations of :class:`ReadoutInputs` per cell and arm

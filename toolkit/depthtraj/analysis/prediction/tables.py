@@ -28,8 +28,8 @@ from ..core.grid import format_depths
 from ..core.tables import Column, Table, key_columns
 from .exits import CURVE_RULES, METHODS, OUTPUT_RULES
 
-__all__ = ["RULE_TITLES", "small_sample_note", "allocation_table", "exit_curves_table", "exit_rules_table", "moment_table", "prefix_table",
-           "skipped_rules"]
+__all__ = ["RULE_TITLES", "allocation_table", "exit_curves_table", "exit_rules_table", "moment_table", "prefix_table",
+           "skipped_rules", "small_sample_note"]
 
 #: How the tables name the rules.
 RULE_TITLES = {"raw": "raw ranking", "mean": "mean-centred ranking", "quotient": "quotient ranking",

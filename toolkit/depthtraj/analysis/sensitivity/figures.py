@@ -6,8 +6,9 @@
   adjacent increments per arm on the 0.01 grid (``pd:eq:tau``), drawn as its cumulative
   fraction of 𝓘 so that the arms' curves stay readable where they overlap; its value at ρ = 0
   is the exact-zero atom (exact translations), marked by a dot in the arm's colour and counted
-  in the panel title; arms with the same distribution are named together (``bf16 = fp32``); last panel: the paired change of each later arm against the first arm in 100τ
-  (pp, e.g. fp32 − bf16) with 95 % whole-question intervals (``tau_minus_first`` of the
+  in the panel title; arms with the same distribution are named together (``bf16 = fp32``);
+  last panel: the paired change of each later arm against the first arm in 100τ (pp, e.g.
+  fp32 − bf16) with 95 % whole-question intervals (``tau_minus_first`` of the
   ``precision`` table). One figure per task × readout, the stores of that readout side by side
   as in the paper (Huginn and Recurrent-Llama); needs two or more precision arms.
 """
