@@ -182,6 +182,13 @@ class AdapterSelfCheckError(RuntimeError):
     """
 
 
+class AdapterInputError(ValueError):
+    """An adapter refuses its input (an architecture it does not drive, a depth it does not have,
+    an option file for another model); the message is one line naming the file, field or value.
+    ``collect`` exits 2 with it, before loading weights where the adapter's
+    :meth:`LoopedLMAdapter.preflight` can tell."""
+
+
 class RevisionMismatchError(RuntimeError):
     """The checkpoint that loaded is not at the revision asked for (one-line message)."""
 
@@ -618,6 +625,28 @@ class LoopedLMAdapter(abc.ABC):
             self.module(torch_dtype(arm.head_dtype))
 
     # ------------------------------------------------------------------ loading
+    #: the adapter's own options: keyword arguments of :meth:`load` that ``collect`` passes
+    #: through (e.g. the layers adapter's ``lens``); none by default
+    options: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def preflight(cls, path: str | Path, *, depths: int, options: Mapping[str, Any]) -> None:
+        """Check a collection's request against the checkpoint before any weight loads
+        (``collect`` calls it first): ``path`` the checkpoint directory or hub id, ``depths`` the
+        endpoint T, ``options`` the adapter options given (:attr:`options`).
+
+        The default refuses options the adapter does not declare; an adapter whose depth axis
+        is bounded (the layers adapter: T <= its layer count) or whose options name files checks
+        them here, reading ``config.json`` only.
+
+        Raises:
+            AdapterInputError: one line naming the option, file or field.
+        """
+        unknown = sorted(set(options) - set(cls.options))
+        if unknown:
+            raise AdapterInputError(f"adapter {getattr(cls, 'name', cls.__name__)!r} takes no option "
+                                    f"{', '.join(unknown)}")
+
     @classmethod
     def load(
         cls,
@@ -1368,7 +1397,8 @@ class LoopedLMAdapter(abc.ABC):
         """Check the hooks against the model's own forward on a probe; raise on disagreement.
 
         On :attr:`PROBE_PROMPT`, in float32 throughout (recurrence and head) from one seeded
-        initial state, at depths ``1`` and ``n_steps``:
+        initial state, at depths ``1`` and ``n_steps`` (every depth for an adapter whose
+        ``_self_check_depths`` says so, e.g. the layers adapter):
 
         * the label path's log-softmax at the last token (on the model's 16 most likely tokens)
           and its logsumexp must equal those of :meth:`own_forward_logits`;
@@ -1392,7 +1422,7 @@ class LoopedLMAdapter(abc.ABC):
             name="self-check", recurrence_dtype="float32", head_dtype="float32",
             weights_dtype=self.weights_dtype,
         )
-        depths = sorted({1, int(n_steps)})
+        depths = self._self_check_depths(n_steps)
         prompt = list(self.tokenizer(self.PROBE_PROMPT)["input_ids"])
         seed = 20260101
         dev = self.device
@@ -1436,6 +1466,11 @@ class LoopedLMAdapter(abc.ABC):
                         record(f"packed text readout of continuation {k}", t, abs(float(tr.logprob_sum[0, t - 1, k]) - ref))
         self.self_check_report = SelfCheckReport(depths=tuple(depths), max_abs_error=worst, atol=atol)
         return self.self_check_report
+
+    def _self_check_depths(self, n_steps: int) -> list[int]:
+        """The depths :meth:`self_check` compares: 1 and ``n_steps`` (a shared step repeats the
+        same function); an adapter whose depths are different functions checks them all."""
+        return sorted({1, int(n_steps)})
 
     def _self_check_message(self, what: str, t: int, err: float, atol: float) -> str:
         cls = type(self)
@@ -1504,6 +1539,7 @@ __all__ = [
     "probe_seed",
     "ENTRY_POINT_GROUP",
     "BATCHING_MODES",
+    "AdapterInputError",
     "AdapterSelfCheckError",
     "CHECKPOINT_SUFFIXES",
     "LabelReadout",

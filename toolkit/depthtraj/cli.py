@@ -508,7 +508,7 @@ def collect(
     num_fewshot: Annotated[Optional[int], typer.Option(
         metavar="N", help="lmeval:NAME tasks, answer-text readout without options: in-context examples of the "
                           "harness's own few-shot prompt (seeded as lm-eval seeds it). Default: the task's own.")] = None,
-    depths: Annotated[int, typer.Option(help="Endpoint T: record every recurrence step 1..T.")] = 32,
+    depths: Annotated[int, typer.Option(help="Endpoint T: record every recurrence step 1..T (--adapter layers: layers 1..T, T at most the layer count).")] = 32,
     precision: Annotated[str, typer.Option(help="Comma-separated arms: bf16, bf16-fp32head, fp32.")] = "bf16",
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
     batch_size: Annotated[str, typer.Option(
@@ -535,8 +535,12 @@ def collect(
         metavar="default|T1,T2,..", help="Record paper §7's collection probes at these anchor depths (default: 4,8,16,24,31; "
                                          "clipped to T-1): linear N2 J J^T and the nonlinear N2 moments of the scores.")] = None,
     probe_draws: Annotated[int, typer.Option(metavar="N", help="Rademacher draws per anchor of the nonlinear probe.")] = 512,
+    lens: Annotated[Optional[str], typer.Option(
+        metavar="DIR", help="--adapter layers: a tuned lens in tuned-lens's format (params.pt, config.json); depth t is "
+                            "read through translator t. Default: the logit lens.")] = None,
 ) -> None:
-    """Run a recurrent model over benchmark questions; write a trajectory store (F1, F2 or F3)."""
+    """Run a recurrent model (or any causal LM, --adapter layers) over benchmark questions; write a trajectory
+    store (F1, F2 or F3)."""
     from .collect import CollectError, Source, check_readout, parse_shard
     from .collect import collect as run_collect
 
@@ -585,6 +589,7 @@ def collect(
                 probes=probes,
                 probe_draws=probe_draws,
                 history=_command_line(),
+                lens=lens,
             )
         finally:
             if bars:

@@ -447,6 +447,7 @@ def collect(
     probes: Sequence[int] | str | None = None,
     probe_draws: int = 512,
     history: str | None = None,
+    lens: str | Path | None = None,
 ) -> CollectSummary:
     """Collect per-depth score trajectories and write a format-v1 store.
 
@@ -496,6 +497,11 @@ def collect(
         ``attrs.probes``). ``None`` (default): no probes.
     progress
         Called with ``(done, total)`` questions after each batch.
+    lens
+        A tuned lens directory (tuned-lens's ``params.pt`` and ``config.json``) for an adapter
+        that reads depths through a lens (the ``layers`` adapter): the readout at depth t applies
+        translator t before the final norm and head; ``None``: the adapter's default readout
+        (the logit lens for ``layers``). An adapter that takes no lens refuses it.
     history
         The store's root ``history`` attribute (CF): ``depthtraj collect`` passes the creation
         time and its exact command line; default a line naming the writer.
@@ -539,7 +545,13 @@ def collect(
             raise CollectError(f"{out}: already exists; pass --resume to continue it, or choose another --out")
         _refuse_shard_rerun(out, shard)
 
-    from .adapter import AdapterSelfCheckError, RevisionMismatchError, TokenizerLoadError, load_adapter_class
+    from .adapter import (
+        AdapterInputError,
+        AdapterSelfCheckError,
+        RevisionMismatchError,
+        TokenizerLoadError,
+        load_adapter_class,
+    )
 
     if isinstance(adapter, type):  # an adapter class itself (e.g. one not installed yet)
         from .adapter import LoopedLMAdapter
@@ -570,12 +582,19 @@ def collect(
     _check_model_type(adapter_cls, adapter, model)
     check_models_extra()
     _check_device(device)
-    log(f"loading {adapter} model from {model} on {device}")
+    adapter_options = {} if lens is None else {"lens": lens}
+    try:  # the adapter's own checks of depths and options, on config.json (no weights yet)
+        adapter_cls.preflight(model, depths=depths, options=adapter_options)
+    except AdapterInputError as exc:
+        raise CollectError(" ".join(str(exc).split())) from None
+    log(f"loading {adapter} model from {model} on {device}" + (f" with the tuned lens {lens}" if lens else ""))
     try:
         runner = adapter_cls.load(
             model, device=device, arms=arms, self_check=depths, check_text=readout == "text", revision=revision,
-            batching=batching,
+            batching=batching, **adapter_options,
         )
+    except AdapterInputError as exc:
+        raise CollectError(" ".join(str(exc).split())) from None
     except (AdapterSelfCheckError, RevisionMismatchError) as exc:
         raise CollectError(str(exc)) from None
     except TokenizerLoadError as exc:

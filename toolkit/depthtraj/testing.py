@@ -946,7 +946,11 @@ class AdapterKit:
                             sg = evaluate(hg, t)[0]
                             J = torch.stack([torch.autograd.grad(sg[c], hg, retain_graph=True)[0][0, pos].reshape(-1)
                                              for c in range(sg.shape[0])]).cpu().numpy()  # [K, P * hidden]
-                        eps, rng = 1e-5, np.random.default_rng(i)
+                        # a step of 1e-2 of the states' RMS: readouts whose norm computes in float32 whatever
+                        # the input dtype (Llama's RMSNorm) are float32-accurate only, and a smaller step
+                        # drowns central differences in their rounding
+                        eps = 1e-2 * float(ht[0, pos].pow(2).mean().sqrt())
+                        rng = np.random.default_rng(i)
                         for _ in range(3):
                             v = torch.as_tensor(rng.normal(size=(n_pos, hidden)), dtype=f64, device=a.device)
                             hb = ht.expand(2, -1, -1).clone()
@@ -955,7 +959,8 @@ class AdapterKit:
                             sc = evaluate(hb, t)
                             fd = ((sc[0] - sc[1]) / (2 * eps)).cpu().numpy()
                             jv = J @ v.reshape(-1).cpu().numpy()
-                            if not np.allclose(jv, fd, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(fd).max()))):
+                            # within 1e-3 of the directional derivative's scale: a detached or missing op is off by O(1)
+                            if not np.abs(jv - fd).max() <= 1e-3 * max(float(np.abs(fd).max()), 1e-9):
                                 raise self._fail(check, f"{kind} readout of item {i} at anchor {t}: its float64 autograd "
                                                         f"Jacobian disagrees with central differences ({jv} vs {fd})")
                         ref_jjt = J @ J.T

@@ -84,9 +84,24 @@ def policy_files(results: list[dict]) -> dict[str, dict]:
                 "calibration_questions": p["calibration_questions"],
                 "calibration_disagreement": p["calibration_disagreement"],
                 "calibration_work": p["calibration_work"],
-                "store": r["store"], "model": r["model"], "readout": r["readout"], "precision": p["precision"]}
+                "store": r["store"], "model": r["model"], "readout": r["readout"], "depth": r["depth"],
+                "precision": p["precision"]}
         out[name] = _json_ready(flat)
     return out
+
+
+def depth_of(path) -> dict:
+    """The store's ``depth`` attribute (format 1.2): what a policy's depths are — a recurrence
+    step, or a layer read through a lens (a serving loop must read the same lens); a store
+    without it is a recurrence."""
+    from ...models.v1 import RECURRENCE_DEPTH
+    from ...store import read_attrs
+
+    try:
+        depth = read_attrs(path).get("depth")
+    except Exception:  # noqa: BLE001 - admission already read these attrs
+        depth = None
+    return depth or RECURRENCE_DEPTH.model_dump(mode="json")
 
 
 def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: float = 0.1, window: int = 4,
@@ -132,6 +147,8 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
                 status.update(f"{path}: every rule at every threshold on held-out folds (two passes)")
                 if adm is not None and adm.n_incomplete:
                     print(f"depthtraj: note: {adm.exclusion_line()}", file=sys.stderr)
+                for note in (adm.notes if adm is not None else []):  # e.g. a layer store's depth
+                    print(f"depthtraj: note: {path}: {note}", file=sys.stderr)
                 score = score_of(ds)
                 gate = ds["exit_gate"] if "exit_gate" in ds.variables else None
                 info = readout_info(ds)
@@ -154,7 +171,8 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
                 for name, why in skipped.items():
                     print(f"depthtraj: skipped {name} for {path}: {why}", file=sys.stderr)
                 s = ev.setup
-                results.append({"store": path, "model": model, "readout": info["label"], "endpoint": s.T,
+                results.append({"store": path, "model": model, "readout": info["label"], "depth": depth_of(path),
+                                "endpoint": s.T,
                                 "candidate_depths": list(s.depths), "window": s.window, "folds": s.folds,
                                 "n_questions": int(round(ev.counts[:, :, 0].sum())), "precision": ev.precision,
                                 "rules": rules, "curves": curves, "policies": ev.policies(), "skipped": skipped})

@@ -176,12 +176,49 @@ def _collections_table(computed):
         rows.append({"store": an.store, "model": an.model, "readout": an.readout,
                      "tasks": ", ".join(f"{k} ({v})" for k, v in tasks.items()) or "",
                      "N": an.n_questions, "T": an.endpoint, "arrangements": an.arrangements,
-                     "precision": "/".join(an.precision)})
+                     "precision": "/".join(an.precision),
+                     "depth": depth_label(computed.store_attrs.get(str(an.store), {}))})
     cols = [Column("store", "Store", kind="str"), Column("model", "Model", kind="str"),
             Column("readout", "Scoring", kind="str"), Column("tasks", "Tasks (N)", kind="str"),
-            Column("N", "N", kind="int"), Column("T", "T", kind="int"),
-            Column("arrangements", "Arrangements", kind="int"), Column("precision", "Arms", kind="str")]
+            # the rest fold into column groups on a page too narrow for the whole table
+            Column("N", "N", kind="int", group="value"), Column("T", "T", kind="int", group="value"),
+            Column("depth", "Depth t", kind="str", group="value"),
+            Column("arrangements", "Arrangements", kind="int", group="value"),
+            Column("precision", "Arms", kind="str", group="value")]
     return Table("collections", "Trajectory collections (pd:tab:data)", cols, rows)
+
+
+def _meta(attrs: dict) -> dict:
+    meta = attrs.get("depthtraj", attrs)
+    if isinstance(meta, str):  # attrs written as JSON text
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            meta = {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def depth_label(attrs: dict) -> str:
+    """What depth t is in a store (format 1.2 ``depth``): ``recurrence step`` (also when the
+    store predates the attribute) or ``layer (logit lens)`` / ``layer (tuned lens)``."""
+    depth = _meta(attrs).get("depth") or {}
+    if depth.get("kind") != "layer":
+        return "recurrence step"
+    return f"layer ({(depth.get('lens') or {}).get('kind', '?')} lens)"
+
+
+#: what the sections that read a recurrence compute on a layer store (spec/v1/index.md §6.1)
+LAYER_READINGS = {
+    6: "On a layer store ({stores}) depth t is the residual stream after layer t read through the lens: the arms "
+       "compare the layers and the lens computed in each precision, not a recurrence's accumulated rounding.",
+    7: "On a layer store ({stores}) depth t is the residual stream after layer t read through the lens: the probes "
+       "perturb the lens's input at layer t, σ is layer t+1's residual update ‖h_{{t+1}} − h_t‖, and the exits stop "
+       "at a layer.",
+}
+
+
+def _layer_stores(computed) -> list[str]:
+    return [Path(p).name for p, attrs in computed.store_attrs.items() if depth_label(attrs) != "recurrence step"]
 
 
 def _checkpoints_table(computed):
@@ -198,12 +235,14 @@ def _checkpoints_table(computed):
             continue
         seen.add(key)
         arms = meta.get("precision", []) if isinstance(meta, dict) else []
+        layers = depth_label(attrs) != "recurrence step"
+        stepped, read = ("layers", "lens") if layers else ("recurrence", "head")
         rows.append({
             "model": model.get("name", ""), "family": model.get("family", ""),
             "revision": model.get("revision", ""),
             "adapter": f"{model.get('adapter', {}).get('name', '')} {model.get('adapter', {}).get('version', '')}".strip(),
             "T": meta.get("endpoint") if isinstance(meta, dict) else None,
-            "arms": "; ".join(f"{a.get('name')}: recurrence {a.get('recurrence_dtype')}, head {a.get('head_dtype')}"
+            "arms": "; ".join(f"{a.get('name')}: {stepped} {a.get('recurrence_dtype')}, {read} {a.get('head_dtype')}"
                               for a in arms if isinstance(a, dict)),
         })
     cols = [Column("model", "Model / checkpoint", kind="str"), Column("family", "Family", kind="str"),
@@ -307,6 +346,13 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
     for cspec in engine.comparisons():
         if not cspec.label and cspec.name not in placed and any(t.name == cspec.name for t in computed.comparisons):
             items.append(comparison_item("", cspec.name.replace("_", " "), cspec))
+    layer_stores = _layer_stores(computed)
+    if layer_stores:  # what the sections written for a recurrence compute on a layer store
+        for item in items:
+            reading = LAYER_READINGS.get(item.section or 0)
+            # §6's reading concerns its precision-arm items only (not its scale or vocabulary checks)
+            if reading and item.written and (item.section != 6 or "arm" in item.caption):
+                item.caption = f"{item.caption} {reading.format(stores=', '.join(layer_stores))}".strip()
     return items
 
 
@@ -529,8 +575,11 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
             if key not in seen:
                 seen.add(key)
                 stores.append(f"{an['store']}: {an['model']}, readout {an['readout']}, N={an['n_questions']}, "
-                              f"T={an['endpoint']}, arms {'/'.join(an['precision'])}, "
-                              f"{an['arrangements']} arrangement(s)")
+                              f"T={an['endpoint']}, depth t = "
+                              f"{depth_label(computed.store_attrs.get(str(an['store']), {}))}, "
+                              f"arms {'/'.join(an['precision'])}, {an['arrangements']} arrangement(s)")
+        for entry in document.get("inputs", []):  # admission notes: what a number depends on
+            stores += [f"{entry['store']}: {note}" for note in entry.get("notes", [])]
         header = {
             "title": f"depthtraj report: {', '.join(models) or 'no model'}",
             "summary": (f"The tables and figures of *Prediction Dynamics in Depth-Recurrent Language Models* that "

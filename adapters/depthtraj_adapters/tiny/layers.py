@@ -1,0 +1,99 @@
+"""Tiny random-weight checkpoints of ordinary transformer architectures (the layers adapter's
+tests and demo), built from transformers' own configuration and model classes and written with
+``save_pretrained``: the directory loads with ``AutoModelForCausalLM.from_pretrained`` exactly as
+a hub checkpoint of that architecture does, offline."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+#: model_type -> the configuration class's keyword arguments for a 4-layer, 64-wide model
+#: (4 query heads, 2 key-value heads where the architecture has grouped-query attention)
+_SHAPES: dict[str, dict[str, Any]] = {
+    "llama": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "max_position_embeddings": 2048, "tie_word_embeddings": False},
+    "mistral": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "max_position_embeddings": 2048, "sliding_window": 1024},
+    "qwen2": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "max_position_embeddings": 2048, "tie_word_embeddings": True},
+    "qwen3": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 2048, "tie_word_embeddings": True},
+    "gemma": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 2048},
+    "gemma2": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 2048, "sliding_window": 1024,
+                   "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0},
+    "phi3": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "max_position_embeddings": 2048, "original_max_position_embeddings": 2048},
+    "gpt2": {"n_embd": 64, "n_layer": 4, "n_head": 4, "n_positions": 2048},
+    "gpt_neox": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                     "max_position_embeddings": 2048, "rotary_pct": 0.5, "use_parallel_residual": True},
+    "opt": {"hidden_size": 64, "ffn_dim": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                "max_position_embeddings": 2048, "word_embed_proj_dim": 64, "do_layer_norm_before": True},
+}
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                    "merges.txt", "added_tokens.json", "tokenizer.model")
+
+
+def tiny_model_types() -> tuple[str, ...]:
+    """The architectures :func:`build_tiny_causal_lm` builds."""
+    return tuple(_SHAPES)
+
+
+def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, model_type: str = "llama",
+                         seed: int = 0, initializer_range: float = 0.08, n_layers: int = 4) -> Path:
+    """Build and save a random-weight causal LM of ``model_type`` with the tokenizer of
+    ``tokenizer_dir`` (its vocabulary size; its files copied next to the weights).
+
+    Weights are drawn from ``seed`` (the global torch RNG, restored afterwards) with
+    ``initializer_range`` (larger than the usual 0.02, so a 4-layer model's predictions move
+    across depth); every norm's weight and bias is moved off the identity (noise of 0.3 and 0.1),
+    so that a readout normalising twice differs from the model's own.
+
+    ``n_layers`` decoder layers (4 by default; §7's exits need depths 4..T−1 below T, so a
+    store for ``exits`` wants 8 or more).
+
+    Raises:
+        ValueError: an architecture :func:`tiny_model_types` does not list.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if model_type not in _SHAPES:
+        raise ValueError(f"no tiny {model_type!r} model; tiny architectures: {', '.join(_SHAPES)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer_dir = Path(tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    specials = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+                    "pad_token_id": tokenizer.pad_token_id}
+    if model_type == "opt":
+        specials["pad_token_id"] = tokenizer.pad_token_id or 0
+    config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), initializer_range=initializer_range,
+                                  **specials, **_SHAPES[model_type])
+    config.num_hidden_layers = n_layers  # every config class maps its own name (n_layer, ...) to this
+    if model_type == "gpt2":
+        config.n_inner = 128
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config).float()
+        # norms initialise to the identity (weight 1, bias 0), under which a second final norm
+        # would go unnoticed (LayerNorm(LayerNorm(x)) = LayerNorm(x)); real checkpoints' are not
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if param.ndim == 1 and any(key in name for key in ("norm", "ln_", "layernorm")):
+                    param.add_(torch.randn_like(param) * (0.3 if name.endswith("weight") else 0.1))
+    finally:
+        torch.random.set_rng_state(state)
+    model.save_pretrained(out)
+    for name in _TOKENIZER_FILES:
+        if (tokenizer_dir / name).is_file():
+            shutil.copyfile(tokenizer_dir / name, out / name)
+    return out
+
+
+__all__ = ["build_tiny_causal_lm", "tiny_model_types"]
