@@ -162,6 +162,7 @@ def test_auto_batch_size(tiny_huginn, arc_test, tmp_path, monkeypatch):
     two whose trial forward fits (CPU: extrapolated from the peak resident memory of 1 and 2 items;
     CUDA: until out of memory or over the budget, simulated here)."""
     import depthtraj.collect as C
+    from depthtraj.models.v1 import STANDARD_ARMS
     from depthtraj.store import open_store
 
     lines = []
@@ -191,10 +192,10 @@ def test_auto_batch_size(tiny_huginn, arc_test, tmp_path, monkeypatch):
         def peak(self):
             return Meter.used
 
-    monkeypatch.setattr(C, "PeakMemory", Meter)
-    items = [C._Item(q=0, a=0, prompt=[1] * n, order=(0, 1), targets=[5, 6]) for n in (3, 9, 4)]
+    monkeypatch.setattr("depthtraj.collect.memory.PeakMemory", Meter)  # where auto_batch_size reads it
+    items = [C.Item(q=0, a=0, prompt=[1] * n, order=(0, 1), targets=[5, 6]) for n in (3, 9, 4)]
     qs = type("Q", (), {"seed": [11]})()
-    arms = [C.STANDARD_ARMS["bf16"]]
+    arms = [STANDARD_ARMS["bf16"]]
     assert C.auto_batch_size(Runner(), items, qs, 4, arms, "label", cap=256) == 8  # 16 runs out
     Meter.budget = 20e9
     assert C.auto_batch_size(Runner(), items, qs, 4, arms, "label", cap=256) == 4  # 8 x 3 GB > 20 GB

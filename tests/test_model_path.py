@@ -178,7 +178,7 @@ def test_hub_id_with_an_unreachable_hub_fails(checkpoints, hub_cache, online, mo
     from depthtraj import collect as c
 
     why = "the hub is unreachable (huggingface.co:443: Name or service not known)"
-    monkeypatch.setattr(c, "hub_unreachable_reason", lambda timeout=c.HUB_PROBE_TIMEOUT: why)
+    monkeypatch.setattr(c.checkpoint, "hub_unreachable_reason", lambda timeout=c.HUB_PROBE_TIMEOUT: why)
     with pytest.raises(CollectError, match=rf"not in the local Hugging Face cache while {re_escape(why)}$"):
         check_model("tomg-group-umd/huginn-0125")
 
@@ -192,7 +192,7 @@ def re_escape(s: str) -> str:
 def test_hub_id_with_a_reachable_hub_is_left_to_from_pretrained(checkpoints, hub_cache, online, monkeypatch):
     from depthtraj import collect as c
 
-    monkeypatch.setattr(c, "hub_unreachable_reason", lambda timeout=c.HUB_PROBE_TIMEOUT: None)
+    monkeypatch.setattr(c.checkpoint, "hub_unreachable_reason", lambda timeout=c.HUB_PROBE_TIMEOUT: None)
     assert check_model("tomg-group-umd/huginn-0125") == "tomg-group-umd/huginn-0125"
     hub_cache("org/tiny")  # cached and the hub answers: the id (the hub may have a newer revision)
     assert check_model("org/tiny") == "org/tiny"

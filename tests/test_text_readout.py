@@ -16,11 +16,10 @@ pytest.importorskip("transformers")
 from depthtraj.adapter import (  # noqa: E402
     AdapterSelfCheckError,
     TextReadout,
-    _pack,
-    _Packed,
-    _unshare,
     encode_pair,
 )
+from depthtraj.adapter.engine import packed_initial_state  # noqa: E402
+from depthtraj.adapter.packing import Packed, pack, unshare  # noqa: E402
 from depthtraj.models.v1 import STANDARD_ARMS  # noqa: E402
 from depthtraj_adapters.raven import HuginnAdapter  # noqa: E402
 
@@ -72,9 +71,9 @@ def test_packed_equals_the_models_own_forward(adapter):
     started from the prompt's and v_k's rows of the packed initial draw."""
     prompts, conts = _items(adapter)
     r = adapter.text_readout(prompts[:1], conts[:1], [3], T, FP32)
-    packed = _pack(prompts[:1], conts[:1], adapter.pad_token_id)
-    h0 = adapter._packed_initial_state(packed, [3], FP32)
-    split = _unshare(packed)
+    packed = pack(prompts[:1], conts[:1], adapter.pad_token_id)
+    h0 = packed_initial_state(adapter, packed, [3], FP32)
+    split = unshare(packed)
     prompt = prompts[0]
     for k, cont in enumerate(conts[0]):
         rows = torch.as_tensor(split.state_rows[k, : len(prompt) + len(cont)])
@@ -96,9 +95,9 @@ def test_greedy_flags_the_models_own_greedy_continuation(adapter):
     prompts, conts = _items(adapter)
     prompt = prompts[0]
     r0 = adapter.text_readout(prompts[:1], conts[:1], [3], T, FP32)
-    packed = _pack(prompts[:1], conts[:1], adapter.pad_token_id)
-    h0 = adapter._packed_initial_state(packed, [3], FP32)
-    split = _unshare(packed)
+    packed = pack(prompts[:1], conts[:1], adapter.pad_token_id)
+    h0 = packed_initial_state(adapter, packed, [3], FP32)
+    split = unshare(packed)
     # decode two tokens greedily at depth T behind the prompt, from the rows continuation 0 starts from
     rows = torch.as_tensor(split.state_rows[0, : len(prompt) + 2])
     seq = list(prompt)
@@ -125,17 +124,17 @@ def test_block_mask_and_restarted_positions_are_what_make_it_equal(adapter, monk
     apart = adapter.text_readout(prompts, conts, [7, 8], T, FP32, shared_prefix=False).logprob_sum
     causal = lambda self: np.tril(np.ones((self.ids.shape[0],) + self.ids.shape[1:] * 2, dtype=bool))  # noqa: E731
     with monkeypatch.context() as m:
-        m.setattr(_Packed, "attention_mask", causal)
+        m.setattr(Packed, "attention_mask", causal)
         leaky = adapter.text_readout(prompts, conts, [7, 8], T, FP32).logprob_sum
     assert np.nanmax(np.abs(leaky - apart)) > 1e-3
-    orig = _pack
+    orig = pack
 
     def running_positions(*args):
         p = orig(*args)
-        return _Packed(**{**p.__dict__, "position_ids": np.broadcast_to(np.arange(p.ids.shape[1]), p.ids.shape).copy()})
+        return Packed(**{**p.__dict__, "position_ids": np.broadcast_to(np.arange(p.ids.shape[1]), p.ids.shape).copy()})
 
     with monkeypatch.context() as m:
-        m.setattr("depthtraj.adapter._pack", running_positions)
+        m.setattr("depthtraj.adapter.engine.pack", running_positions)
         shifted = adapter.text_readout(prompts, conts, [7, 8], T, FP32).logprob_sum
     assert np.nanmax(np.abs(shifted - apart)) > 1e-3
 
@@ -144,7 +143,7 @@ def test_packing_plan():
     """Hand-made: prompt [1, 2, 3], continuations [4, 5] and [6]. Packed: ids 1 2 3 4 5 6,
     positions 0 1 2 3 4 3; readouts at the last prompt token (targets 4 and 6, the first tokens)
     and at token 4 (target 5, continuation 0); continuation 1 never sees continuation 0."""
-    p = _pack([[1, 2, 3]], [[[4, 5], [6]]], pad=0)
+    p = pack([[1, 2, 3]], [[[4, 5], [6]]], pad=0)
     assert p.ids.tolist() == [[1, 2, 3, 4, 5, 6]]
     assert p.position_ids.tolist() == [[0, 1, 2, 3, 4, 3]]
     assert p.first_token.tolist() == [[4, 6]] and p.n_tokens.tolist() == [[2, 1]]
@@ -158,7 +157,7 @@ def test_packing_plan():
         [1, 1, 1, 1, 1, 0],
         [1, 1, 1, 0, 0, 1],
     ]
-    u = _unshare(p)
+    u = unshare(p)
     assert u.ids.tolist() == [[1, 2, 3, 4, 5], [1, 2, 3, 6, 0]]
     assert u.state_rows.tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 5, 0]]
     assert u.read_at.tolist() == [[2, 3], [2, 2]] and u.valid.tolist() == [[True, True], [True, False]]

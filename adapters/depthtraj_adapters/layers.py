@@ -475,7 +475,7 @@ class LayersAdapter(LoopedLMAdapter):
         return self.lens_logits(rows, cache.depth)
 
     # ------------------------------------------------------------------ self-check
-    def _self_check_depths(self, n_steps: int) -> list[int]:
+    def self_check_depths(self, n_steps: int) -> list[int]:
         """Every depth 1..T: each layer is a different function."""
         return list(range(1, int(n_steps) + 1))
 

@@ -261,7 +261,7 @@ def test_the_spec_alone_reproduces_the_draws():
         exec(code, env)  # noqa: S102 - the spec's own text
         assert env["w"] == probe_seed(seed, t)
         gen = torch.Generator(device="cpu").manual_seed(probe_seed(seed, t))
-        bits = torch.randint(0, 2, (3, 2, 5), generator=gen, dtype=torch.int8)  # as LoopedLMAdapter._prober
+        bits = torch.randint(0, 2, (3, 2, 5), generator=gen, dtype=torch.int8)  # as depthtraj.adapter.probes.probe_hook
         assert torch.equal(env["r"], bits * 2 - 1) and set(env["r"].unique().tolist()) <= {-1, 1}
 
 

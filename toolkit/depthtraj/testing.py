@@ -632,7 +632,8 @@ class AdapterKit:
     def _readout_equals_own_forward(self, check: str) -> dict[str, Any]:
         import torch
 
-        from .adapter import _pack, _unshare
+        from .adapter.engine import packed_initial_state
+        from .adapter.packing import pack, unshare
 
         a, T, fp32 = self.adapter, self.n_steps, self._arm("fp32")
         worst_label = worst_text = 0.0
@@ -660,9 +661,9 @@ class AdapterKit:
             ))
 
             # answer text, unshared: [prompt, v_k] from the rows of the item's packed initial state
-            packed = _pack([prompt], [conts], a.pad_token_id)
-            h0p = a._packed_initial_state(packed, [seed], fp32)
-            split = _unshare(packed)
+            packed = pack([prompt], [conts], a.pad_token_id)
+            h0p = packed_initial_state(a, packed, [seed], fp32)
+            split = unshare(packed)
             tr = a.text_readout([prompt], [conts], [seed], T, fp32, shared_prefix=False)
             for k, cont in enumerate(conts):
                 n = len(prompt) + len(cont)
@@ -860,7 +861,8 @@ class AdapterKit:
     def _probes(self, check: str) -> dict[str, Any]:
         import torch
 
-        from .adapter import _pack, probe_seed
+        from .adapter import probe_seed
+        from .adapter.packing import pack
 
         a, T, fp32 = self.adapter, self.n_steps, self._arm("fp32")
         if T < 2:
@@ -904,7 +906,7 @@ class AdapterKit:
                     def scores(logits, tgt=tgt):  # [n, vocab] -> [n, K]
                         return torch.log_softmax(logits, -1)[:, tgt]
                 else:
-                    pk = _pack([prompt], [cont], a.pad_token_id)
+                    pk = pack([prompt], [cont], a.pad_token_id)
                     ctx32, ctx = (a.embed(torch.as_tensor(pk.ids, device=a.device), dt,
                                           position_ids=torch.as_tensor(pk.position_ids, device=a.device),
                                           attention_mask=torch.as_tensor(pk.attention_mask(), device=a.device))

@@ -1,0 +1,176 @@
+"""The adapter base class: the hooks (:mod:`.hooks`), the engine (:mod:`.engine`), the
+self-check (:mod:`.selfcheck`), and loading a checkpoint with its weights rounded once
+(spec/adapters.md §3.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from depthtraj.models.v1 import PrecisionArm
+
+from .checkpoint import checkpoint_hash, model_identity, revision_matches
+from .engine import BATCHING_MODES, ReadoutEngine
+from .errors import RevisionMismatchError, TokenizerLoadError
+from .hooks import AdapterHooks
+from .precision import (
+    cast_parameters,
+    check_weights_dtype,
+    dtype_kwarg,
+    round_parameters,
+    torch_dtype,
+)
+from .selfcheck import SelfCheck, SelfCheckReport
+
+if TYPE_CHECKING:
+    import torch
+
+
+class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
+    """A depth-recurrent LM behind the family hooks, plus the shared per-depth readout engine.
+
+    Subclasses set :attr:`name` (entry-point name), :attr:`family` and :attr:`version` and
+    implement the family hooks (:meth:`embed`, :meth:`initial_state`, :meth:`step`,
+    :meth:`read_logits`, :meth:`own_forward_logits`; optionally :meth:`step_extras`); they do not
+    touch batching, seeding, packing or precision.
+
+    Attributes:
+        model: the loaded model, weights rounded once to the arms' ``weights_dtype`` and stored in
+            float32 on :attr:`device`; it is also the float32 variant used by arms that compute in
+            float32.
+        tokenizer: the checkpoint's tokenizer.
+        device: ``torch.device`` the model runs on.
+        model_name: hub id or checkpoint directory name.
+        revision: pinned commit hash of the checkpoint, or ``"local"``.
+        weights_dtype: dtype name the weights were rounded to.
+        pad_token_id: token used to right-pad batches (any id works: readouts never look at pads).
+        batching: ``"invariant"`` (each item runs alone: scores independent of the batch in every
+            arm) or ``"padded"`` (one right-padded forward per batch); see :data:`BATCHING_MODES`.
+        self_check_report: what the last :meth:`self_check` measured (``None`` before one ran).
+    """
+
+    self_check_report: SelfCheckReport | None = None
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        device: str | torch.device = "cpu",
+        arms: Sequence[PrecisionArm] = (),
+        weights_dtype: str = "bfloat16",
+        model_name: str | None = None,
+        revision: str = "local",
+        batching: str = "invariant",
+    ) -> None:
+        """Wrap an already loaded float32 ``model`` (see :meth:`load` for the usual route).
+
+        The weights are rounded to ``weights_dtype`` here, once, and a parameter-cast copy of the
+        model is made for every other dtype the ``arms`` compute in.
+
+        Raises:
+            ValueError: ``batching`` is not one of :data:`BATCHING_MODES`.
+        """
+        import torch
+
+        if batching not in BATCHING_MODES:
+            raise ValueError(f"batching must be one of {', '.join(BATCHING_MODES)}, got {batching!r}")
+        self.batching = batching
+        self.device = torch.device(device)
+        self.weights_dtype = weights_dtype
+        for arm in arms:
+            check_weights_dtype(weights_dtype, arm)
+        model = model.to(device=self.device, dtype=torch.float32).eval().requires_grad_(False)
+        round_parameters(model, torch_dtype(weights_dtype))
+        self.model = model
+        self.tokenizer = tokenizer
+        self.model_name = model_name or type(model).__name__
+        self.revision = revision
+        self._variants: dict[torch.dtype, Any] = {torch.float32: model}
+        for arm in arms:
+            self.module(torch_dtype(arm.recurrence_dtype))
+            self.module(torch_dtype(arm.head_dtype))
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        arms: Sequence[PrecisionArm],
+        self_check: int | None = 4,
+        check_text: bool = True,
+        revision: str | None = None,
+        batching: str = "invariant",
+    ) -> Self:
+        """Load a checkpoint (hub id or directory) with its remote code, prepare ``arms`` and
+        check the adapter against the model's own forward.
+
+        Calls ``AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True,
+        torch_dtype=torch.float32)`` and ``AutoTokenizer.from_pretrained(path,
+        trust_remote_code=True)``, rounds all
+        weights once to the arms' common ``weights_dtype`` (``bfloat16`` for the standard arms:
+        every arm then uses the same bf16-rounded weights) and keeps one parameter-cast copy of
+        the model per dtype the arms compute in. Then runs :meth:`self_check` at depth
+        ``self_check`` (``None`` skips it; ``check_text`` adds the packed answer-text probe).
+
+        ``revision`` (a hub branch, tag or commit) is passed to both ``from_pretrained`` calls for
+        a hub id; whatever loaded must then be at that revision (its commit hash, or for a local
+        directory its :func:`checkpoint_hash`, equal to or starting with ``revision``). The
+        adapter's :attr:`revision` is the resolved commit, or the content hash of a local
+        directory. ``batching`` is the execution mode of batches (:data:`BATCHING_MODES`).
+
+        Raises:
+            AdapterSelfCheckError: the adapter's readout is not the model's own forward.
+            TokenizerLoadError: the model loaded, its tokenizer did not.
+            RevisionMismatchError: the checkpoint is not at ``revision``.
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        weights = {arm.weights_dtype for arm in arms} or {"bfloat16"}
+        if len(weights) != 1:
+            raise ValueError(f"all arms must share one weights_dtype, got {sorted(weights)}")
+        local = Path(str(path)).expanduser().is_dir()
+        pin = {"revision": revision} if revision and not local else {}
+        model = AutoModelForCausalLM.from_pretrained(
+            path, trust_remote_code=True, **pin, **dtype_kwarg(torch.float32)
+        )
+        # the checkpoint's code is trusted already (the model's); without the flag transformers
+        # asks on stdin whether to run a tokenizer's remote code
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True, **pin)
+        except Exception as exc:  # tokenizers and transformers raise many types
+            raise TokenizerLoadError(f"the tokenizer of {path} cannot be loaded") from exc
+        model_name, resolved = model_identity(model, path)
+        if resolved == "local" and local:
+            resolved = checkpoint_hash(Path(str(path)).expanduser())
+        if revision and not revision_matches(revision, resolved):
+            raise RevisionMismatchError(f"{path}: revision {revision} was asked for, but the checkpoint is at {resolved}")
+        revision = resolved
+        adapter = cls(
+            model,
+            tokenizer,
+            device=device,
+            arms=arms,
+            weights_dtype=weights.pop(),
+            model_name=model_name,
+            revision=revision,
+            batching=batching,
+        )
+        if self_check:
+            adapter.self_check(self_check, text=check_text)
+        return adapter
+
+    def module(self, dtype: torch.dtype) -> Any:
+        """The model variant whose parameters are stored in ``dtype`` (built on first use).
+
+        All variants hold the same rounded weights; the float32 variant is :attr:`model` itself.
+        """
+        if dtype not in self._variants:
+            self._variants[dtype] = cast_parameters(self.model, dtype)
+        return self._variants[dtype]
+
+
+__all__ = ["LoopedLMAdapter"]
