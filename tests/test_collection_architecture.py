@@ -95,7 +95,7 @@ def test_the_old_import_paths_serve_every_public_name():
     for name in ("ARRANGEMENTS", "READOUTS", "CollectError", "CollectSummary", "Source", "check_model",
                  "check_readout", "hub_reachable", "hub_unreachable_reason", "collect", "parse_precision",
                  "parse_shard", "tokenize_items", "tokenize_label_targets", "load_questions", "question_set",
-                 "parse_probes", "check_models_extra"):
+                 "parse_probes", "check_models_extra", "arrangement_orders"):
         assert name in collect.__all__ and getattr(collect, name) is not None
 
 

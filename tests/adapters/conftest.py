@@ -1,6 +1,7 @@
 """Fixtures for the adapter tests: a tiny random-weight raven checkpoint with the real Huginn
 tokenizer the package ships (``tests/conftest.py``: ``huginn_tokenizer_dir``), built once per
-session, and an adapter loaded from it."""
+session, and an adapter loaded from it; for the layers adapter, tiny checkpoints of every supported
+architecture (``tiny``) and tuned lenses written by tuned-lens itself (``save_tuned_lens``)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,43 @@ def huginn_adapter(tiny_raven_dir: Path):
     from depthtraj_adapters.raven import HuginnAdapter
 
     return HuginnAdapter.load(tiny_raven_dir, device="cpu", arms=list(STANDARD_ARMS.values()))
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """``tiny(model_type, seed=0)``: a tiny checkpoint of the layers adapter (4 layers), built once per
+    session."""
+    from depthtraj_adapters.layers import LayersAdapter
+
+    built: dict[tuple[str, int], Path] = {}
+
+    def get(model_type: str, seed: int = 0) -> Path:
+        if (model_type, seed) not in built:
+            out = tmp_path_factory.mktemp("ckpt") / f"tiny-{model_type}-{seed}"
+            built[model_type, seed] = LayersAdapter.tiny_checkpoint(out, model_type=model_type, seed=seed)
+        return built[model_type, seed]
+
+    return get
+
+
+def _save_tuned_lens(model, out: Path, *, seed: int = 0) -> Path:
+    """A tuned lens of ``model`` in tuned-lens's own format, written by tuned-lens itself, with
+    random (bf16-representable) translators."""
+    import torch
+    from tuned_lens.nn.lenses import TunedLens
+
+    lens = TunedLens.from_model(model, bias=True)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in lens.layer_translators.parameters():
+            p.copy_((torch.randn(p.shape, generator=gen) * 0.05).to(torch.bfloat16).float())
+    lens.save(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def save_tuned_lens():
+    """``save_tuned_lens(model, out, seed=0)``: a tuned lens of ``model`` written by tuned-lens itself
+    (``TunedLens.save``) with random bf16-representable translators (skips without tuned-lens)."""
+    pytest.importorskip("tuned_lens")
+    return _save_tuned_lens

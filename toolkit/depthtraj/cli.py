@@ -354,6 +354,75 @@ def summary(
 
 
 @app.command(cls=_Command)
+def adapters() -> None:
+    """The model adapters installed (entry-point group depthtraj.adapters): family, version, the
+    checkpoints' model_type each drives, its options, and whether it ships a tiny checkpoint."""
+    import inspect
+
+    from .adapter import LoopedLMAdapter, available_adapters, load_adapter_class
+
+    flags = {"model_type": "--model-type", "n_layers": "--layers"}
+    for name in sorted(available_adapters()):
+        try:
+            cls = load_adapter_class(name)
+        except Exception as exc:  # noqa: BLE001 - a broken third-party adapter is listed, not fatal
+            typer.echo(f"{name}\n    cannot be loaded: {' '.join(str(exc).split())[:200]}")
+            continue
+        types = ", ".join(getattr(cls, "model_types", ()) or ()) or "any"
+        options = ", ".join(f"--{o}" for o in getattr(cls, "options", ())) or "none"
+        ships = cls.tiny_checkpoint.__func__ is not LoopedLMAdapter.tiny_checkpoint.__func__
+        kw = [flags[p] for p in inspect.signature(cls.tiny_checkpoint).parameters if p in flags]
+        typer.echo(f"{name}  (family {cls.family}, version {cls.version})\n    model_type: {types}\n"
+                   f"    options: {options}\n    tiny checkpoint: "
+                   + (f"depthtraj tiny --adapter {name} --out DIR" + "".join(f" [{k}]" for k in kw) if ships else "none"))
+
+
+@app.command(cls=_Command)
+def tiny(
+    adapter: Annotated[str, typer.Option(help="Adapter entry-point name (depthtraj adapters lists them).")],
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Checkpoint directory to write (must not exist).")],
+    model_type: Annotated[Optional[str], typer.Option(
+        metavar="TYPE", help="--adapter layers: the architecture (llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, "
+                             "gpt2, gpt_neox, opt).")] = None,
+    layers: Annotated[Optional[int], typer.Option(
+        metavar="L", help="--adapter layers: decoder layers (default 4; exits need 8 or more).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+) -> None:
+    """Write a tiny random-weight checkpoint of an adapter's architecture (save_pretrained, the shipped
+    tokenizer), to try collect, lenses and the analyses offline."""
+    import inspect
+
+    from .adapter import load_adapter_class
+    from .outdir import OutputExists, atomic_directory
+
+    try:
+        cls = load_adapter_class(adapter)
+    except (KeyError, TypeError) as exc:
+        fail(str(exc.args[0]))
+    params = inspect.signature(cls.tiny_checkpoint).parameters
+    kw = {}
+    for flag, key, value in (("--model-type", "model_type", model_type), ("--layers", "n_layers", layers)):
+        if value is not None:
+            if key not in params:
+                fail(f"adapter {adapter!r}'s tiny checkpoint takes no {flag}")
+            kw[key] = value
+    if layers is not None and not 1 <= layers <= 64:
+        fail(f"--layers must be in 1..64, got {layers}")
+    from .collect import check_models_extra
+
+    try:
+        check_models_extra()
+        with atomic_directory(out) as tmp:
+            cls.tiny_checkpoint(tmp, seed=seed, **kw)
+    except (OutputExists, NotImplementedError, ValueError) as exc:
+        fail(" ".join(str(exc).split()))
+    except Exception as exc:  # noqa: BLE001 - CollectError of check_models_extra, OSError
+        fail(" ".join(str(exc).split()) or type(exc).__name__)
+    what = " ".join(f"{flag} {v}" for flag, v in (("--model-type", model_type), ("--layers", layers)) if v is not None)
+    typer.echo(f"{out}: a tiny random-weight {adapter} checkpoint" + (f" ({what})" if what else ""), err=True)
+
+
+@app.command(cls=_Command)
 def tasks(
     family: Annotated[Optional[str], typer.Option(
         metavar="NAME", help="List the tasks a family knows, e.g. --family lmeval (every task, group and tag of the "

@@ -72,9 +72,10 @@ def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, mode
                     "pad_token_id": tokenizer.pad_token_id}
     if model_type == "opt":
         specials["pad_token_id"] = tokenizer.pad_token_id or 0
+    shape = dict(_SHAPES[model_type])
+    shape["n_layer" if "n_layer" in shape else "num_hidden_layers"] = n_layers  # before per-layer lists are built
     config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), initializer_range=initializer_range,
-                                  **specials, **_SHAPES[model_type])
-    config.num_hidden_layers = n_layers  # every config class maps its own name (n_layer, ...) to this
+                                  **specials, **shape)
     if model_type == "gpt2":
         config.n_inner = 128
     state = torch.random.get_rng_state()

@@ -26,6 +26,8 @@ auto``), :mod:`.output` (the output store, resume and shards) and :mod:`.run` (:
 Every public name is importable from ``depthtraj.collect`` itself, as before the split.
 """
 
+# re-exported as the module collect.py did (depthtraj.tasks is its home)
+from ..tasks import arrangement_orders
 from .checkpoint import (
     HUB_PROBE_TIMEOUT,
     check_model,
@@ -74,6 +76,7 @@ __all__ = [
     "Item",
     "PeakMemory",
     "Source",
+    "arrangement_orders",
     "auto_batch_size",
     "check_model",
     "check_models_extra",

@@ -1,0 +1,182 @@
+"""The ``layers`` adapter from the command line (issue 27): collect with the logit and a tuned lens,
+bad input in one line with exit 2 (before weights load where config.json tells), §7, exits and the
+report on layer stores, and ``depthtraj adapters`` / ``depthtraj tiny``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from depthtraj_adapters.layers import LayersAdapter, unembed_hash
+
+pytestmark = pytest.mark.models
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "toolkit" / "depthtraj" / "data" / "arc_challenge_sample.jsonl"
+
+
+def depthtraj(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "depthtraj.cli", *map(str, args)], check=False,
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def collect_args(model: Path, out: Path, *extra: str) -> list[str]:
+    return ["collect", "--adapter", "layers", "--model", model, "--task", "arc_challenge", "--data", SAMPLE,
+            "--limit", "6", "--depths", "4", "--out", out, *extra]
+
+
+def test_collect_with_a_tuned_lens_from_the_cli(tiny, save_tuned_lens, tmp_path):
+    pytest.importorskip("tuned_lens")
+    import xarray as xr
+    from transformers import AutoModelForCausalLM
+
+    ckpt = tiny("gpt2")
+    lens_dir = save_tuned_lens(AutoModelForCausalLM.from_pretrained(ckpt), tmp_path / "lens")
+    tuned, logit = tmp_path / "tuned.zarr", tmp_path / "logit.zarr"
+    for out, extra in ((tuned, ["--lens", lens_dir]), (logit, [])):
+        res = depthtraj(*collect_args(ckpt, out, "--precision", "bf16,fp32", *extra))
+        assert res.returncode == 0, res.stderr
+        assert "self-check passed at depths 1, 2, 3, 4" in res.stderr
+        assert depthtraj("validate", out).returncode == 0
+    attrs = json.loads((tuned / "zarr.json").read_text())["attributes"]["depthtraj"]
+    assert attrs["depth"]["kind"] == "layer" and attrs["depth"]["lens"]["kind"] == "tuned"
+    assert attrs["depth"]["lens"]["hash"].startswith("sha256:")
+    a = xr.open_zarr(tuned)["score"].values
+    b = xr.open_zarr(logit)["score"].values
+    assert np.abs(a[:, :3] - b[:, :3]).max() > 1e-3  # the lens reads layers 1..3 differently
+    np.testing.assert_array_equal(a[:, 3], b[:, 3])  # depth L: the model's own logits either way
+    info = depthtraj("info", tuned)
+    assert "layer (residual stream after layer t" in info.stdout and "tuned lens" in info.stdout
+    # resuming the logit-lens store with a lens is another collection
+    res = depthtraj(*collect_args(ckpt, logit, "--precision", "bf16,fp32", "--lens", lens_dir, "--resume"))
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("depthtraj: error")]
+    assert res.returncode == 2 and len(errors) == 1 and "depth" in errors[0], res.stderr
+
+
+def _config_only(src: Path, out: Path, **changes) -> Path:
+    """A checkpoint directory whose weights cannot load (``model.safetensors`` is not one):
+    config.json (edited) and the tokenizer. A refusal naming anything else happened before
+    the weights were read."""
+    out.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.suffix != ".safetensors":
+            shutil.copyfile(f, out / f.name)
+    (out / "model.safetensors").write_bytes(b"not a safetensors file")
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, **changes}))
+    return out
+
+
+@pytest.mark.parametrize("case", ["architecture", "depths", "lens_layers", "lens_width", "lens_files", "lens_model",
+                                  "lens_adapter"])
+def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    ckpt, out = tiny("llama"), tmp_path / "out.zarr"
+    if case == "architecture":  # before weights: the directory has none
+        bloom = _config_only(ckpt, tmp_path / "bloom", model_type="bloom", architectures=["BloomForCausalLM"])
+        args, want = collect_args(bloom, out), "drives model_type llama, mistral"
+    elif case == "depths":  # before weights: the directory has none
+        args, want = collect_args(_config_only(ckpt, tmp_path / "nw"), out), "has 4 decoder layers"
+        args[args.index("--depths") + 1] = "6"
+    elif case in ("lens_layers", "lens_width", "lens_files"):  # before weights: the directory has none
+        lens = tmp_path / "lens"
+        lens.mkdir()
+        field, value = {"lens_layers": ("num_hidden_layers", 6), "lens_width": ("d_model", 32),
+                        "lens_files": ("num_hidden_layers", 4)}[case]
+        (lens / "config.json").write_text(json.dumps({"base_model_name_or_path": "x", "d_model": 64,
+                                                      "num_hidden_layers": 4, field: value}))
+        if case != "lens_files":
+            (lens / "params.pt").write_bytes(b"")
+        args = collect_args(_config_only(ckpt, tmp_path / "nw"), out, "--lens", lens)
+        want = {"lens_layers": "num_hidden_layers is 6, but the model has 4", "lens_width": "d_model is 32",
+                "lens_files": "no params.pt"}[case]
+    elif case == "lens_model":  # a lens trained for another model of the same shape: unembed_hash
+        pytest.importorskip("tuned_lens")
+        other = AutoModelForCausalLM.from_pretrained(tiny("llama", seed=1))
+        assert unembed_hash(other.lm_head.weight.detach().numpy()) != unembed_hash(
+            AutoModelForCausalLM.from_pretrained(ckpt).lm_head.weight.detach().numpy())
+        args = collect_args(ckpt, out, "--lens", save_tuned_lens(other, tmp_path / "lens"))
+        want = "a lens trained for another model"
+    else:  # an adapter that takes no lens
+        from depthtraj_adapters.raven import HuginnAdapter
+
+        huginn = HuginnAdapter.tiny_checkpoint(tmp_path / "huginn")
+        args = ["collect", "--adapter", "huginn", "--model", huginn, "--task", "arc_challenge", "--data", SAMPLE,
+                "--depths", "2", "--out", out, "--lens", tmp_path]
+        want = "adapter 'huginn' takes no option lens"
+    res = depthtraj(*args)
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("depthtraj: error")]
+    assert len(lines) == 1 and want in lines[0], res.stderr
+    assert "Traceback" not in res.stderr and not out.exists()
+
+
+def test_report_on_a_layer_store_beside_a_recurrent_store(tiny, tmp_path):
+    """The same questions collected by a layer model (logit lens) and a recurrent model: one
+    report, each store's depth said in the collections table and the affected captions."""
+    from depthtraj_adapters.raven import HuginnAdapter
+
+    layer, rec = tmp_path / "layers.zarr", tmp_path / "huginn.zarr"
+    assert depthtraj(*collect_args(tiny("llama"), layer, "--precision", "bf16,fp32")).returncode == 0
+    huginn = HuginnAdapter.tiny_checkpoint(tmp_path / "huginn")
+    args = collect_args(huginn, rec, "--precision", "bf16,fp32")
+    args[args.index("layers")] = "huginn"
+    assert depthtraj(*args).returncode == 0
+    res = depthtraj("report", layer, rec, "--out", tmp_path / "rep", "--bootstrap", "50")
+    assert res.returncode == 0, res.stderr
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "depth t = layer (logit lens)" in md and "depth t = recurrence step" in md
+    assert "| layer (logit lens) |" in md and "| recurrence step |" in md
+    assert "On a layer store (layers.zarr) depth t is the residual stream after layer t" in md
+    assert "layers bfloat16, lens bfloat16" in md and "recurrence bfloat16, head bfloat16" in md
+
+
+def test_probes_analyze_and_exits_on_a_layer_store(tmp_path):
+    """§7 on a 12-layer model: probes at layer anchors, `analyze --sections 7` and `exits` run,
+    each saying what depth is, and the policies carry the store's depth."""
+    ckpt = LayersAdapter.tiny_checkpoint(tmp_path / "llama12", n_layers=12)
+    store = tmp_path / "l12.zarr"
+    args = collect_args(ckpt, store, "--probes", "default", "--probe-draws", "16", "--limit", "24")
+    args[args.index("--depths") + 1] = "12"
+    res = depthtraj(*args)
+    assert res.returncode == 0, res.stderr
+    attrs = json.loads((store / "zarr.json").read_text())["attributes"]["depthtraj"]
+    assert attrs["probes"]["anchors"] == [4, 8, 11] and attrs["depth"]["kind"] == "layer"
+    note = "depth is layer t (the residual stream after layer t, read through the logit lens)"
+    res = depthtraj("analyze", store, "--sections", "7", "--bootstrap", "50")
+    assert res.returncode == 0 and note in res.stderr, res.stderr
+    res = depthtraj("exits", store, "--out", tmp_path / "exits", "--bootstrap", "50")
+    assert res.returncode == 0 and note in res.stderr, res.stderr
+    policy = json.loads((tmp_path / "exits" / "policy-margin.json").read_text())
+    assert policy["depth"]["kind"] == "layer" and policy["depth"]["lens"]["kind"] == "logit"
+
+
+def test_adapters_lists_the_layers_adapter_and_tiny_writes_its_checkpoints(tmp_path):
+    res = depthtraj("adapters")
+    assert res.returncode == 0
+    block = res.stdout.split("layers  (family transformer")[1].split("\n\n")[0]
+    assert "gpt_neox, opt" in block and "options: --lens" in block
+    assert "depthtraj tiny --adapter layers --out DIR [--model-type] [--layers]" in block
+    out = tmp_path / "qwen3"
+    res = depthtraj("tiny", "--adapter", "layers", "--model-type", "qwen3", "--layers", "6", "--out", out)
+    assert res.returncode == 0, res.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert (config["model_type"], config["num_hidden_layers"], len(config["layer_types"])) == ("qwen3", 6, 6)
+    assert (out / "tokenizer.json").is_file()
+    for args, want in ((["--adapter", "layers", "--out", out], "not empty"),
+                       (["--adapter", "huginn", "--layers", "3", "--out", tmp_path / "h"], "takes no --layers"),
+                       (["--adapter", "layers", "--model-type", "bloom", "--out", tmp_path / "b"], "no tiny 'bloom'"),
+                       (["--adapter", "nope", "--out", tmp_path / "n"], "unknown adapter 'nope'")):
+        res = depthtraj("tiny", *args)
+        assert res.returncode == 2 and want in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not (tmp_path / "h").exists() and not (tmp_path / "b").exists()
