@@ -401,7 +401,10 @@ class LayersAdapter(LoopedLMAdapter):
                 calls[i] = (args, kwargs)
                 if i == last:
                     raise _Recorded
-                return args[0] if args else kwargs["hidden_states"]
+                # a one-tuple: loops that take ``outputs[0]`` (GPT-2, Gemma-2, OPT) and loops that pass
+                # the output on whole (Llama) both reach the next recorder, which records only its
+                # arguments (the forward built them before its loop)
+                return (args[0] if args else kwargs["hidden_states"],)
             return forward
 
         for i, layer in enumerate(layers):

@@ -26,10 +26,17 @@ def huginn_adapter(tiny_raven_dir: Path):
     return HuginnAdapter.load(tiny_raven_dir, device="cpu", arms=list(STANDARD_ARMS.values()))
 
 
+#: decoder layers of the layers adapter's tiny checkpoints in these tests
+TINY_LAYERS = 6
+
+
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory):
-    """``tiny(model_type, seed=0)``: a tiny checkpoint of the layers adapter (4 layers), built once per
-    session."""
+    """``tiny(model_type, seed=0)``: a tiny checkpoint of the layers adapter, built once per session.
+
+    Six layers: the recorder of the layers' arguments must hand every architecture's loop an output
+    it can step through (a loop that indexes ``outputs[0]`` of a bare tensor loses a dim per layer,
+    which four layers do not reach)."""
     from depthtraj_adapters.layers import LayersAdapter
 
     built: dict[tuple[str, int], Path] = {}
@@ -37,7 +44,8 @@ def tiny(tmp_path_factory):
     def get(model_type: str, seed: int = 0) -> Path:
         if (model_type, seed) not in built:
             out = tmp_path_factory.mktemp("ckpt") / f"tiny-{model_type}-{seed}"
-            built[model_type, seed] = LayersAdapter.tiny_checkpoint(out, model_type=model_type, seed=seed)
+            built[model_type, seed] = LayersAdapter.tiny_checkpoint(out, model_type=model_type, seed=seed,
+                                                                    n_layers=TINY_LAYERS)
         return built[model_type, seed]
 
     return get

@@ -98,8 +98,8 @@ def test_logit_lens_at_every_depth_equals_output_hidden_states(model_type, tiny)
 
 @pytest.mark.parametrize("model_type", sorted(SUPPORTED))
 def test_self_check_compares_every_depth(model_type, tiny):
-    adapter = LayersAdapter.load(tiny(model_type), arms=[STANDARD_ARMS["bf16"]], self_check=4)
-    assert adapter.self_check_report.depths == (1, 2, 3, 4)
+    adapter = LayersAdapter.load(tiny(model_type), arms=[STANDARD_ARMS["bf16"]], self_check=6)
+    assert adapter.self_check_report.depths == (1, 2, 3, 4, 5, 6)
     assert max(adapter.self_check_report.max_abs_error.values()) <= 1e-4
     info = adapter.depth_info
     assert (info.kind, info.shared_weights, info.lens.kind) == ("layer", False, "logit")

@@ -31,7 +31,7 @@ def depthtraj(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
 
 def collect_args(model: Path, out: Path, *extra: str) -> list[str]:
     return ["collect", "--adapter", "layers", "--model", model, "--task", "arc_challenge", "--data", SAMPLE,
-            "--limit", "6", "--depths", "4", "--out", out, *extra]
+            "--limit", "6", "--depths", "6", "--out", out, *extra]
 
 
 def test_collect_with_a_tuned_lens_from_the_cli(tiny, save_tuned_lens, tmp_path):
@@ -45,15 +45,15 @@ def test_collect_with_a_tuned_lens_from_the_cli(tiny, save_tuned_lens, tmp_path)
     for out, extra in ((tuned, ["--lens", lens_dir]), (logit, [])):
         res = depthtraj(*collect_args(ckpt, out, "--precision", "bf16,fp32", *extra))
         assert res.returncode == 0, res.stderr
-        assert "self-check passed at depths 1, 2, 3, 4" in res.stderr
+        assert "self-check passed at depths 1, 2, 3, 4, 5, 6" in res.stderr
         assert depthtraj("validate", out).returncode == 0
     attrs = json.loads((tuned / "zarr.json").read_text())["attributes"]["depthtraj"]
     assert attrs["depth"]["kind"] == "layer" and attrs["depth"]["lens"]["kind"] == "tuned"
     assert attrs["depth"]["lens"]["hash"].startswith("sha256:")
     a = xr.open_zarr(tuned)["score"].values
     b = xr.open_zarr(logit)["score"].values
-    assert np.abs(a[:, :3] - b[:, :3]).max() > 1e-3  # the lens reads layers 1..3 differently
-    np.testing.assert_array_equal(a[:, 3], b[:, 3])  # depth L: the model's own logits either way
+    assert np.abs(a[:, :5] - b[:, :5]).max() > 1e-3  # the lens reads layers 1..5 differently
+    np.testing.assert_array_equal(a[:, 5], b[:, 5])  # depth L: the model's own logits either way
     info = depthtraj("info", tuned)
     assert "layer (residual stream after layer t" in info.stdout and "tuned lens" in info.stdout
     # resuming the logit-lens store with a lens is another collection
@@ -86,19 +86,19 @@ def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path)
         bloom = _config_only(ckpt, tmp_path / "bloom", model_type="bloom", architectures=["BloomForCausalLM"])
         args, want = collect_args(bloom, out), "drives model_type llama, mistral"
     elif case == "depths":  # before weights: the directory has none
-        args, want = collect_args(_config_only(ckpt, tmp_path / "nw"), out), "has 4 decoder layers"
-        args[args.index("--depths") + 1] = "6"
+        args, want = collect_args(_config_only(ckpt, tmp_path / "nw"), out), "has 6 decoder layers"
+        args[args.index("--depths") + 1] = "7"
     elif case in ("lens_layers", "lens_width", "lens_files"):  # before weights: the directory has none
         lens = tmp_path / "lens"
         lens.mkdir()
-        field, value = {"lens_layers": ("num_hidden_layers", 6), "lens_width": ("d_model", 32),
-                        "lens_files": ("num_hidden_layers", 4)}[case]
+        field, value = {"lens_layers": ("num_hidden_layers", 8), "lens_width": ("d_model", 32),
+                        "lens_files": ("num_hidden_layers", 6)}[case]
         (lens / "config.json").write_text(json.dumps({"base_model_name_or_path": "x", "d_model": 64,
-                                                      "num_hidden_layers": 4, field: value}))
+                                                      "num_hidden_layers": 6, field: value}))
         if case != "lens_files":
             (lens / "params.pt").write_bytes(b"")
         args = collect_args(_config_only(ckpt, tmp_path / "nw"), out, "--lens", lens)
-        want = {"lens_layers": "num_hidden_layers is 6, but the model has 4", "lens_width": "d_model is 32",
+        want = {"lens_layers": "num_hidden_layers is 8, but the model has 6", "lens_width": "d_model is 32",
                 "lens_files": "no params.pt"}[case]
     elif case == "lens_model":  # a lens trained for another model of the same shape: unembed_hash
         pytest.importorskip("tuned_lens")
