@@ -329,6 +329,17 @@ def test_items_of_sections_not_requested_say_so(tmp_path):
     assert "![" in items["pd:fig:mass"]  # §5 is drawn
 
 
+def test_the_precision_figure_of_section_6_alone(tmp_path):
+    """`report --sections 6` on two arms: the precision figure draws its §6 panel and says where ρ
+    (a §4 table) comes from; it crashed on an empty legend before."""
+    store = synthetic_store(tmp_path / "f1.zarr", n=24, endpoint=6, readout="label", chunk_size=8,
+                            precision=("bf16", "fp32"))
+    out = tmp_path / "rep"
+    assert run_report([store], out=out, bootstrap=20, sections="6", normalization="auto") == 0
+    items = _sections((out / "report.md").read_text())
+    assert "![" in items["pd:fig:precision"]
+
+
 def _paper_labels(shared_data) -> list[str]:
     paper = shared_data.parent / "paper" / "prediction_dynamics.tex"
     if not paper.is_file():

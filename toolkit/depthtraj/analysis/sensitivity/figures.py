@@ -116,7 +116,12 @@ def precision_figure(document: dict, directory: Path) -> list[Path] | str:
             ax.set_ylim(-0.02, 1.02)
             ax.set_xlabel("ρ = B_q / B_raw (0.01 grid)")
             ax.set_ylabel("cumulative fraction of nonzero increments")
-            ax.set_title(f"({letter}) {cell_title(pr[0])}\nρ = 0 atom (dot): {', '.join(atoms)}", loc="left")
+            # the atoms on a line of their own: a panel of three arms stays within its width
+            atoms_line = f"\nρ = 0 atom (dot):\n{', '.join(atoms)}" if atoms else ""
+            ax.set_title(f"({letter}) {cell_title(pr[0])}{atoms_line}", loc="left")
+            if not rr:
+                ax.text(0.5, 0.5, "ρ is §4's: report with\n--sections 4,6", ha="center", va="center",
+                        transform=ax.transAxes, color="gray")
             later = pr[1:]
             est, lo, hi = arrays(later, "tau_minus_first")
             x = x0 + np.arange(len(later))
@@ -131,8 +136,9 @@ def precision_figure(document: dict, directory: Path) -> list[Path] | str:
         axc.set_ylabel("paired change in 100τ (pp)")
         axc.set_title(f"({chr(ord('a') + len(stores))}) paired Δ100τ\n({coverage(document)} intervals)", loc="left")
         figure_title(fig, f"{task_name(task)} · {readout}: retained radius and precision arms")
-        fig.legend(list(handles.values()), list(handles),
-                   loc="lower center", ncol=min(4, len(handles)), frameon=False, bbox_to_anchor=(0.5, 0.0))
+        if handles:  # ρ comes from §4's table: a report of --sections 6 alone has none to draw
+            fig.legend(list(handles.values()), list(handles),
+                       loc="lower center", ncol=min(4, len(handles)), frameon=False, bbox_to_anchor=(0.5, 0.0))
         models = [stores[s][0].get("model") for s in stores]
         out.append(save(fig, Path(directory) / f"precision_{safe_name(task, readout, *models)}.png",
                         label="pd:fig:precision", panels=len(stores) + 1))
