@@ -37,7 +37,8 @@ $(LOWER)/.installed: pyproject.toml
 	touch $@
 
 test-lower: $(LOWER)/.installed
-	$(LOWER)/bin/python -m pytest -q -m models tests/test_adapter_kit.py -k shipped_family_passes_every_check
+	$(LOWER)/bin/python -m pytest -q -m models tests/test_adapter_kit.py tests/adapters/test_layers.py \
+		-k "(shipped_family_passes_every_check and not layers) or every_depth"
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/run.py

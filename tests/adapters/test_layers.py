@@ -71,9 +71,14 @@ def test_every_supported_architecture_has_a_tiny_checkpoint():
 @pytest.mark.parametrize("model_type", sorted(SUPPORTED))
 def test_logit_lens_at_every_depth_equals_output_hidden_states(model_type, tiny):
     """fp32: the label readout over 64 tokens at depths 1..L equals the reference within 1e-5
-    nats; depth L is the model's own logits (normalised once)."""
-    adapter = LayersAdapter.load(tiny(model_type), arms=[FP32], self_check=None)
+    nats; depth L is the model's own logits (normalised once). The load-time self-check compared
+    every depth, and the adapter says its depth is a layer read through the logit lens."""
+    adapter = LayersAdapter.load(tiny(model_type), arms=[FP32, STANDARD_ARMS["bf16"]], self_check=6)
     L = adapter.n_layers
+    assert adapter.self_check_report.depths == tuple(range(1, L + 1)) == (1, 2, 3, 4, 5, 6)
+    assert max(adapter.self_check_report.max_abs_error.values()) <= 1e-4
+    info = adapter.depth_info
+    assert (info.kind, info.shared_weights, info.lens.kind) == ("layer", False, "logit")
     ids = adapter.tokenizer(PROMPT)["input_ids"]
     targets = list(range(0, 64 * 997, 997))
     r = adapter.label_readout([ids], [targets], [0], L, FP32)
@@ -94,15 +99,6 @@ def test_logit_lens_at_every_depth_equals_output_hidden_states(model_type, tiny)
             twice = project(twice) if project is not None else twice
             twice = torch.log_softmax(adapter.model.get_output_embeddings()(twice).double(), -1)
             assert np.abs(twice[targets].numpy() - r.logprob[0, L - 1]).max() > 1e-3
-
-
-@pytest.mark.parametrize("model_type", sorted(SUPPORTED))
-def test_self_check_compares_every_depth(model_type, tiny):
-    adapter = LayersAdapter.load(tiny(model_type), arms=[STANDARD_ARMS["bf16"]], self_check=6)
-    assert adapter.self_check_report.depths == (1, 2, 3, 4, 5, 6)
-    assert max(adapter.self_check_report.max_abs_error.values()) <= 1e-4
-    info = adapter.depth_info
-    assert (info.kind, info.shared_weights, info.lens.kind) == ("layer", False, "logit")
 
 
 def test_a_layer_that_is_skipped_fails_the_self_check(tiny):

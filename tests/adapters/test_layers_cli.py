@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -16,7 +15,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from depthtraj.cli import app
 from depthtraj_adapters.layers import LayersAdapter, unembed_hash
+from typer.testing import CliRunner
 
 pytestmark = pytest.mark.models
 
@@ -24,9 +25,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "toolkit" / "depthtraj" / "data" / "arc_challenge_sample.jsonl"
 
 
-def depthtraj(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "depthtraj.cli", *map(str, args)], check=False,
-                          capture_output=True, text=True, cwd=cwd, timeout=600)
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def depthtraj(*args) -> Ran:
+    """``depthtraj ARGS`` in this process (the command's own exit code, stdout and stderr); an
+    exception that is not an exit propagates, so a traceback fails the test."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def collect_args(model: Path, out: Path, *extra: str) -> list[str]:
