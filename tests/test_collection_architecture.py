@@ -4,70 +4,18 @@ the protocol an author reads (``adapter.hooks``) imports none of the engine, the
 (``collect.requests``) import no other room, and every public name is still importable from the
 package's old module path. Imports are read from the source (module-level and function-level)."""
 
-import ast
 import importlib
-from pathlib import Path
 
 import pytest
+from import_rules import cycle, graph, packages
 
 PACKAGES = ("depthtraj.adapter", "depthtraj.collect")
-
-
-def modules(pkg: str) -> dict[str, Path]:
-    root = Path(importlib.import_module(pkg).__file__).parent
-    out = {}
-    for f in root.glob("*.py"):
-        out[pkg if f.stem == "__init__" else f"{pkg}.{f.stem}"] = f
-    return out
-
-
-def graph(pkg: str) -> tuple[dict[str, set[str]], list[str]]:
-    mods = modules(pkg)
-    edges: dict[str, set[str]] = {m: set() for m in mods}
-    private = []
-    for m, path in mods.items():
-        base = m.split(".") if path.name == "__init__.py" else m.split(".")[:-1]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.ImportFrom) and node.level):
-                continue
-            target = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
-            for alias in node.names:
-                sub = f"{target}.{alias.name}"
-                dest = sub if sub in mods else target
-                if dest in mods and dest != m:
-                    edges[m].add(dest)
-                if alias.name.startswith("_") and not alias.name.endswith("__") and sub not in mods:
-                    private.append(f"{m} imports {alias.name} from {target}")
-    return edges, private
-
-
-def cycle(edges: dict[str, set[str]], pkg: str):
-    edges = {m: {d for d in ds if d != pkg} for m, ds in edges.items() if m != pkg}  # __init__ re-exports
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(m):
-        state[m] = 1
-        stack.append(m)
-        for d in edges.get(m, ()):
-            if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
-            if d not in state and (c := visit(d)):
-                return c
-        stack.pop()
-        state[m] = 2
-        return None
-
-    for m in edges:
-        if m not in state and (c := visit(m)):
-            return c
-    return None
 
 
 @pytest.mark.parametrize("pkg", PACKAGES)
 def test_no_import_cycle_and_no_private_name_across_modules(pkg):
     edges, private = graph(pkg)
-    assert cycle(edges, pkg) is None
+    assert cycle(edges, packages(pkg)) is None
     assert private == []
 
 

@@ -3,84 +3,19 @@ no cycle, no module imports an underscore name from another module, the shared l
 (``core``) imports no section and no engine, and the engine names no section. Imports are read
 from the source (module-level and function-level alike)."""
 
-import ast
-from pathlib import Path
+from import_rules import cycle, graph, packages
 
-import depthtraj.analysis as analysis
-
-ROOT = Path(analysis.__file__).parent
 PKG = "depthtraj.analysis"
 SECTIONS = ("geometry", "dynamics", "composition", "sensitivity", "prediction")
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for f in ROOT.rglob("*.py"):
-        parts = f.relative_to(ROOT).with_suffix("").parts
-        name = ".".join((PKG,) + (parts[:-1] if parts[-1] == "__init__" else parts))
-        out[name] = f
-    return out
-
-
-def _imports(name: str, path: Path):
-    """``(module imported, names)`` of every relative import inside the analysis package."""
-    is_pkg = path.name == "__init__.py"
-    base = name.split(".") if is_pkg else name.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            pkg = base[: len(base) - node.level + 1]
-            target = ".".join(pkg + ([node.module] if node.module else []))
-            if not target.startswith(PKG):
-                continue
-            yield target, [a.name for a in node.names]
-
-
 def _graph():
-    mods = _modules()
-    graph = {m: set() for m in mods}
-    private = []
-    for m, path in mods.items():
-        for target, names in _imports(m, path):
-            for n in names:
-                sub = f"{target}.{n}"
-                dest = sub if sub in mods else target
-                if dest in mods and dest != m:
-                    graph[m].add(dest)
-                if n.startswith("_") and sub not in mods:
-                    private.append(f"{m} imports {n} from {target}")
-    return graph, private
-
-
-def _cycle(graph):
-    """One cycle of module imports (package __init__ re-exports excluded), or None."""
-    edges = {m: {d for d in ds if not _is_package(d)} for m, ds in graph.items() if not _is_package(m)}
-    state, stack = {}, []
-
-    def visit(m):
-        state[m] = 1
-        stack.append(m)
-        for d in edges.get(m, ()):
-            if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
-            if d not in state and (c := visit(d)):
-                return c
-        stack.pop()
-        state[m] = 2
-        return None
-
-    for m in edges:
-        if m not in state and (c := visit(m)):
-            return c
-    return None
-
-
-def _is_package(name: str) -> bool:
-    return _modules()[name].name == "__init__.py"
+    return graph(PKG)
 
 
 def test_no_import_cycle_between_modules():
     graph, _ = _graph()
-    assert _cycle(graph) is None
+    assert cycle(graph, packages(PKG)) is None
 
 
 def test_no_private_name_imported_across_modules():
