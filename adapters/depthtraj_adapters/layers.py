@@ -39,6 +39,7 @@ before loading weights.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -115,7 +116,7 @@ def unembed_hash(weight: np.ndarray) -> str:
 
 
 class TunedLensFiles(NamedTuple):
-    """A tuned lens on disk, read and checked (:func:`read_lens`)."""
+    """A tuned lens attached to a model (:meth:`LayersAdapter.attach_lens`)."""
 
     directory: Path
     config: dict[str, Any]
@@ -125,9 +126,10 @@ class TunedLensFiles(NamedTuple):
     """``sha256:<hex>`` of ``params.pt`` (the store's ``depth.lens.hash``)."""
 
 
-def read_lens(directory: str | Path, *, n_layers: int, hidden: int) -> TunedLensFiles:
-    """Read and check a tuned lens directory against a model of ``n_layers`` decoder layers of
-    width ``hidden``, without loading the model's weights.
+def read_lens(directory: str | Path, *, n_layers: int, hidden: int) -> tuple[Path, dict[str, Any]]:
+    """Check a tuned lens directory against a model of ``n_layers`` decoder layers of width
+    ``hidden``, without loading the model's weights (nor reading ``params.pt``): its directory
+    and its ``config.json``.
 
     Raises:
         AdapterInputError: a missing file, a config that is not a linear tuned lens, or a lens
@@ -158,8 +160,13 @@ def read_lens(directory: str | Path, *, n_layers: int, hidden: int) -> TunedLens
             what = "layers" if field == "num_hidden_layers" else "hidden width"
             raise AdapterInputError(f"--lens {directory / 'config.json'}: {field} is {got}, but the model has "
                                     f"{want} ({what}): a lens for another model")
-    digest = hashlib.sha256((directory / "params.pt").read_bytes()).hexdigest()
-    return TunedLensFiles(directory, config, f"sha256:{digest}")
+    return directory, config
+
+
+@functools.cache
+def _forward_signature(layer_cls: type) -> inspect.Signature:
+    """The signature of a decoder layer class's ``forward`` (read once per class, not per item)."""
+    return inspect.signature(layer_cls.forward)
 
 
 class _Recorded(Exception):
@@ -235,9 +242,7 @@ class LayersAdapter(LoopedLMAdapter):
         """
         from transformers import AutoConfig
 
-        unknown = sorted(set(options) - set(cls.options))
-        if unknown:
-            raise AdapterInputError(f"adapter {cls.name!r} takes no option {', '.join(unknown)}")
+        super().preflight(path, depths=depths, options=options)  # options it does not take
         config = AutoConfig.from_pretrained(path)
         if config.model_type not in SUPPORTED:
             raise AdapterInputError(cls.unsupported(config.model_type))
@@ -278,15 +283,19 @@ class LayersAdapter(LoopedLMAdapter):
             AdapterInputError: the lens is for another model (layer count, width or
                 ``unembed_hash``), or ``params.pt`` holds other parameters.
         """
+        import io
+
         import torch
 
-        files = read_lens(directory, n_layers=self.n_layers, hidden=_hidden_size(self.model.config))
-        want = files.config.get("unembed_hash")
+        directory, config = read_lens(directory, n_layers=self.n_layers, hidden=_hidden_size(self.model.config))
+        want = config.get("unembed_hash")
         if want and want != self._unembed_hash:
-            raise AdapterInputError(f"--lens {files.directory}: its unembed_hash {str(want)[:12]}… is not this model's "
+            raise AdapterInputError(f"--lens {directory}: its unembed_hash {str(want)[:12]}… is not this model's "
                                     f"({self._unembed_hash[:12]}…): a lens trained for another model")
+        raw = (directory / "params.pt").read_bytes()  # read once: hashed for the store, then loaded
+        files = TunedLensFiles(directory, config, f"sha256:{hashlib.sha256(raw).hexdigest()}")
         try:
-            state = torch.load(files.directory / "params.pt", map_location="cpu", weights_only=True)
+            state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
         except Exception as exc:  # noqa: BLE001 - torch.load raises many types on a bad file
             raise AdapterInputError(f"--lens {files.directory / 'params.pt'}: cannot be read ({exc})") from None
         hidden, bias = _hidden_size(self.model.config), bool(files.config.get("bias", True))
@@ -420,10 +429,10 @@ class LayersAdapter(LoopedLMAdapter):
             raise RuntimeError(f"{type(model).__name__}'s forward did not call every decoder layer")
         embeds, per_layer = None, []
         for i, (args, kwargs) in enumerate(calls[: self.n_layers]):
-            bound = inspect.signature(type(layers[i]).forward).bind(layers[i], *args, **kwargs)
-            named = dict(bound.arguments)
+            signature = _forward_signature(type(layers[i]))
+            named = dict(signature.bind(layers[i], *args, **kwargs).arguments)
             named.pop("self")
-            for pname, param in inspect.signature(type(layers[i]).forward).parameters.items():
+            for pname, param in signature.parameters.items():
                 if param.kind is inspect.Parameter.VAR_KEYWORD and pname in named:
                     named.update(named.pop(pname))
             hidden = next(iter(named))  # the first parameter: the hidden states

@@ -90,17 +90,14 @@ def policy_files(results: list[dict]) -> dict[str, dict]:
     return out
 
 
-def depth_of(path) -> dict:
-    """The store's ``depth`` attribute (format 1.2): what a policy's depths are — a recurrence
-    step, or a layer read through a lens (a serving loop must read the same lens); a store
-    without it is a recurrence."""
+def depth_of(ds) -> dict:
+    """The store's ``depth`` attribute (format 1.2) from the attrs of the opened store: what a
+    policy's depths are — a recurrence step, or a layer read through a lens (a serving loop must
+    read the same lens); a store without it is a recurrence."""
     from ...models.v1 import RECURRENCE_DEPTH
-    from ...store import read_attrs
 
-    try:
-        depth = read_attrs(path).get("depth")
-    except Exception:  # noqa: BLE001 - admission already read these attrs
-        depth = None
+    meta = ds.attrs.get("depthtraj")
+    depth = meta.get("depth") if isinstance(meta, dict) else None
     return depth or RECURRENCE_DEPTH.model_dump(mode="json")
 
 
@@ -171,7 +168,7 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
                 for name, why in skipped.items():
                     print(f"depthtraj: skipped {name} for {path}: {why}", file=sys.stderr)
                 s = ev.setup
-                results.append({"store": path, "model": model, "readout": info["label"], "depth": depth_of(path),
+                results.append({"store": path, "model": model, "readout": info["label"], "depth": depth_of(ds),
                                 "endpoint": s.T,
                                 "candidate_depths": list(s.depths), "window": s.window, "folds": s.folds,
                                 "n_questions": int(round(ev.counts[:, :, 0].sum())), "precision": ev.precision,

@@ -189,12 +189,8 @@ def _collections_table(computed):
 
 
 def _meta(attrs: dict) -> dict:
+    """The depthtraj attribute object of a store's attrs (``{}`` when malformed)."""
     meta = attrs.get("depthtraj", attrs)
-    if isinstance(meta, str):  # attrs written as JSON text
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            meta = {}
     return meta if isinstance(meta, dict) else {}
 
 
@@ -228,20 +224,20 @@ def _checkpoints_table(computed):
 
     rows, seen = [], set()
     for path, attrs in computed.store_attrs.items():
-        meta = attrs.get("depthtraj", attrs)
-        model = meta.get("model", {}) if isinstance(meta, dict) else {}
+        meta = _meta(attrs)
+        model = meta.get("model", {})
         key = (model.get("name"), model.get("revision"))
         if key in seen:
             continue
         seen.add(key)
-        arms = meta.get("precision", []) if isinstance(meta, dict) else []
+        arms = meta.get("precision", [])
         layers = depth_label(attrs) != "recurrence step"
         stepped, read = ("layers", "lens") if layers else ("recurrence", "head")
         rows.append({
             "model": model.get("name", ""), "family": model.get("family", ""),
             "revision": model.get("revision", ""),
             "adapter": f"{model.get('adapter', {}).get('name', '')} {model.get('adapter', {}).get('version', '')}".strip(),
-            "T": meta.get("endpoint") if isinstance(meta, dict) else None,
+            "T": meta.get("endpoint"),
             "arms": "; ".join(f"{a.get('name')}: {stepped} {a.get('recurrence_dtype')}, {read} {a.get('head_dtype')}"
                               for a in arms if isinstance(a, dict)),
         })
