@@ -13,6 +13,7 @@ BENCHMARKS = {
     "analysis_suite.py": {"full": [], "quick": ["--quick"]},
     "shared_prefix.py": {"full": ["--width", "64", "256"], "quick": ["--width", "64", "--questions", "8", "--steps", "8"]},
     "collection.py": {"full": ["--width", "256"], "quick": ["--width", "64", "--questions", "4", "--steps", "8", "--arms", "bf16"]},
+    "batching_drift.py": {"full": [], "quick": ["--families", "huginn", "--questions", "8", "--steps", "4"]},
     "layers_readout.py": {"full": ["--width", "256", "--layers", "8"], "quick": ["--width", "64", "--layers", "4", "--batch", "4", "--repeats", "1"]},
 }
 

@@ -1,9 +1,15 @@
 """bf16 scores that do not depend on batching (issue: reproducible bf16 collection).
 
-At width 128 the padded engine's bf16 scores of an item move by ~1e-2 nats with the batch it
-runs in (differently shaped kernels round differently, and the recurrence compounds it); the
-default ``invariant`` batching runs every item alone, so every arm gives the same bytes in any
-batch, for all three families, in the readouts and in the stores ``collect`` writes.
+The padded engine's bf16 scores of an item can move with the batch it runs in (differently
+shaped kernels round differently, and the recurrence compounds it); the default ``invariant``
+batching runs every item alone, so every arm gives the same bytes in any batch, for all three
+families, in the readouts and in the stores ``collect`` writes.
+
+What is asserted is what depthtraj guarantees on any CPU or GPU: invariant batching gives the
+same bytes, and it does so by construction (every forward it runs holds one item). How far padded
+bf16 batching drifts depends on the kernels the instruction set selects (~1e-2 nats with AVX-512,
+~1e-6 with AVX2 at this width, issue 40), so it is measured in ``benchmarks/batching_drift.py``,
+never asserted here.
 """
 
 from __future__ import annotations
@@ -18,6 +24,26 @@ pytestmark = pytest.mark.models
 torch = pytest.importorskip("torch")
 
 WIDTH = 128
+
+
+class ForwardBatches:
+    """Records the batch size of every forward an adapter class runs (its ``embed`` hook: one call
+    per forward of the engine), so a test can hold invariant batching to one item per forward
+    whatever the kernels round."""
+
+    def __init__(self, monkeypatch, cls):
+        self.sizes: list[int] = []
+        embed = cls.embed
+
+        def recording(adapter, ids, *args, **kwargs):
+            self.sizes.append(int(ids.shape[0]))
+            return embed(adapter, ids, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "embed", recording)
+
+    def take(self) -> list[int]:
+        sizes, self.sizes = self.sizes, []
+        return sizes
 
 
 def _build(family: str, out):
@@ -45,39 +71,46 @@ def wide(tmp_path_factory):
 
 
 @pytest.mark.parametrize("family", ["huginn", "recurrent-llama", "ouro"])
-def test_every_arm_is_batch_invariant(family, wide, tmp_path):
+def test_every_arm_is_batch_invariant(family, wide, tmp_path, monkeypatch):
     """The kit's batch-independence check at width 128: invariant batching gives the same bytes
-    in every arm (label and packed text readouts, every field and step extra); padded batching is
-    padding-safe in fp32 but its bf16 arms move with the batch — what invariant batching fixes."""
+    in every arm (label and packed text readouts, every field and step extra) and runs one item
+    per forward; padded batching is padding-safe in fp32 and runs the batch as one forward (its
+    bf16 drift is the hardware's: measured in the benchmark, not asserted)."""
     from depthtraj.adapter import load_adapter_class
 
-    kit = AdapterKit(load_adapter_class(family), wide(family), n_steps=8, tmp_path=tmp_path)
+    cls = load_adapter_class(family)
+    kit = AdapterKit(cls, wide(family), n_steps=8, tmp_path=tmp_path)
     figures = kit.run("batch-independence")
     for arm in STANDARD_ARMS:
         assert figures[f"invariant_{arm}"] == 0.0, arm
     assert figures["padded_fp32"] <= 1e-5
-    # the shortest probe padded between two longer ones: padded bf16 moves, invariant does not
+    # the shortest prompt between two longer ones: invariant batching runs three forwards of one
+    # item and gives the bytes of the item alone; padded batching runs one forward of three
     a = kit.adapter
-    (short, *longer), targets = sorted(kit.tokens, key=lambda t: len(t[0])), None
+    forwards = ForwardBatches(monkeypatch, cls)
+    (short, *longer) = sorted(kit.tokens, key=lambda t: len(t[0]))
     targets = [[c[0] for c in t[1]] for t in (longer[0], short, longer[1])]
-    for arm in ("bf16", "bf16-fp32head"):
+    for arm in STANDARD_ARMS:
         for mode in ("padded", "invariant"):
             a.batching = mode
             alone = a.label_readout([short[0]], [targets[1]], [7], 8, STANDARD_ARMS[arm])
+            assert forwards.take() == [1]
             batch = a.label_readout([longer[0][0], short[0], longer[1][0]], targets, [3, 7, 9], 8, STANDARD_ARMS[arm])
+            assert forwards.take() == ([3] if mode == "padded" else [1, 1, 1]), (arm, mode)
             k = len(targets[1])
             got, want = batch.logprob[1, :, :k], alone.logprob[0, :, :k]
-            if mode == "padded":
-                assert np.abs(got - want).max() > 1e-3, arm
-            else:
+            if mode == "invariant":
                 assert got.tobytes() == want.tobytes(), arm
 
-def test_collected_bf16_stores_are_the_same_bytes_whatever_the_batching(wide, arc_sample, tmp_path):
+def test_collected_bf16_stores_are_the_same_bytes_whatever_the_batching(wide, arc_sample, tmp_path, monkeypatch):
     """collect with batch sizes 1 and 4 and chunk sizes 3 and 8 writes identical bf16 and
-    bf16-fp32head scores (and depth statistics) under invariant batching; padded batches of 4
-    write other bf16 bytes. The store records the mode."""
+    bf16-fp32head scores (and depth statistics) under invariant batching, one item per forward;
+    padded batches of 4 run four items per forward. The store records the mode."""
+    from depthtraj.adapter import load_adapter_class
     from depthtraj.collect import Source, collect
     from depthtraj.store import open_store
+
+    forwards = ForwardBatches(monkeypatch, load_adapter_class("huginn"))
 
     def run(name, **kw):
         out = tmp_path / f"{name}.zarr"
@@ -86,10 +119,15 @@ def test_collected_bf16_stores_are_the_same_bytes_whatever_the_batching(wide, ar
         return open_store(out)
 
     one = run("b1", batch_size=1, chunk_size=3)
+    forwards.take()  # the self-check's forwards
     four = run("b4", batch_size=4, chunk_size=8)
+    assert set(forwards.take()) == {1}
     padded = run("padded", batch_size=4, chunk_size=8, batching="padded")
+    assert 4 in forwards.take()
     for name in ("score", "logsumexp", "latent_step_norm"):
         assert one[name].values.tobytes() == four[name].values.tobytes(), name
-    assert np.nanmax(np.abs(padded.score.values - one.score.values)) > 1e-3
+    # padded batching is padding-safe: bf16 agrees with invariant up to rounding (its size is
+    # the hardware's, measured in benchmarks/batching_drift.py)
+    np.testing.assert_allclose(padded.score.values, one.score.values, atol=0.25)
     assert one.attrs["depthtraj"]["execution"] == {"batching": "invariant", "batch_size": None}
     assert padded.attrs["depthtraj"]["execution"] == {"batching": "padded", "batch_size": 4}

@@ -231,7 +231,9 @@ def test_explicit_positions_and_causal_mask_equal_the_causal_path(huginn_adapter
         single = a.read_logits(h, ctx, where[:, 0])
     assert outs[0].shape == (1, 3, 65536)
     np.testing.assert_allclose(outs[1].numpy(), outs[0].numpy(), rtol=0, atol=1e-4)
-    np.testing.assert_allclose(single.numpy(), outs[1][:, 0].numpy(), rtol=0, atol=1e-6)
+    # one position or three through the head: other matmul shapes, float32 rounding of a few ulps
+    # (which ones depends on the instruction set's kernels; issue 40)
+    np.testing.assert_allclose(single.numpy(), outs[1][:, 0].numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_own_forward_is_the_models_forward(huginn_adapter):
