@@ -146,6 +146,35 @@ def test_policies_are_learn_then_test_on_every_question():
                                                   "margin"}
 
 
+def test_the_policy_bounds_the_disagreement_over_all_questions_and_shows_it_among_exits():
+    """Issue 35: Learn then Test bounds the per-question disagreement over *all* questions (a
+    question that runs to T counts 0); among the questions that exit the rate is higher and not
+    bounded. The policy says which, and carries both: all = among exits × exit share."""
+    rng = np.random.default_rng(5)
+    st_ = R.Store(score=rng.integers(-2, 3, size=(400, 7, 3, 1, 1)).astype(float), K=np.full(400, 3),
+                  n_arr=np.ones(400, int), label=rng.integers(0, 3, 400), gate=rng.uniform(0, 0.5, (400, 7, 1, 1)),
+                  tasks=["arc"] * 400, chunk=128)
+    ds = st_.dataset()
+    ev = evaluate_exits(score_of(ds), gate=ds["exit_gate"], depths=[2, 3, 4, 5, 6], draws=0, folds=2, window=2,
+                        target=0.3, delta=0.2)
+    names = [r.name for r in ev.rules]
+    tot = ev.sums[0, :, 0].sum(axis=0)
+    seen_gap = False
+    for pol in ev.policies():
+        assert "over all questions" in pol["guarantee"] and "counts 0" in pol["guarantee"]
+        assert "fraction of answers at exit" not in pol["guarantee"]
+        if pol["never_exit"] or pol["rule"] == "richer":
+            continue
+        r, k = names.index(pol["rule"]), ev.rules[names.index(pol["rule"])].grid.tolist().index(pol["threshold"])
+        exits, disagree = tot[r, 0, k], tot[r, 2, k]  # arrangement-weighted sums over the 400 questions
+        assert pol["calibration_disagreement"] == pytest.approx(disagree / ev.setup.L / 400)
+        assert pol["calibration_disagreement_exits"] == pytest.approx(disagree / exits)
+        share = exits / ev.setup.L / 400
+        assert pol["calibration_disagreement"] == pytest.approx(pol["calibration_disagreement_exits"] * share)
+        seen_gap |= share < 1 and pol["calibration_disagreement_exits"] > pol["calibration_disagreement"]
+    assert seen_gap  # some policy exits on part of the questions: the two rates differ
+
+
 # ------------------------------------------------------------------------------ the command
 @pytest.fixture(scope="module")
 def gated_store(tmp_path_factory):

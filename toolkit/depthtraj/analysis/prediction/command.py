@@ -83,6 +83,7 @@ def policy_files(results: list[dict]) -> dict[str, dict]:
                 "delta_per_test": p["delta_per_test"], "method": p["method"],
                 "calibration_questions": p["calibration_questions"],
                 "calibration_disagreement": p["calibration_disagreement"],
+                "calibration_disagreement_exits": p["calibration_disagreement_exits"],
                 "calibration_work": p["calibration_work"],
                 "store": r["store"], "model": r["model"], "readout": r["readout"], "depth": r["depth"],
                 "precision": p["precision"]}

@@ -716,6 +716,8 @@ class ExitEvaluation:
                         "target_disagreement": self.target, "delta": self.delta, "delta_per_test": d,
                         "method": METHOD_TEXT, "calibration_questions": n,
                         "calibration_disagreement": None if k < 0 else float(tot[r, 2, k] / Lm / n),
+                        "calibration_disagreement_exits": None if k < 0 or tot[r, 0, k] <= 0
+                        else float(tot[r, 2, k] / tot[r, 0, k]),
                         "calibration_work": None if k < 0 else float(tot[r, 1, k] / (Lm * self.setup.T) / n),
                     })
         return out
@@ -734,9 +736,11 @@ def guarantee_text(target: float, delta: float, setup: Setup, *, arrangements: i
            f"options (the arrangement-averaged risk); one arrangement alone, e.g. the source order, is another "
            f"population and is not covered.")
     return (f"With probability at least {1 - delta:g} over the draw of the calibration questions, the expected "
-            f"fraction of answers at exit that differ from the answer at depth T={setup.T} is at most {target:g} on new "
-            f"questions exchangeable with the calibration questions (same model, readout, precision arm and "
-            f"benchmark mix), when the rule is applied exactly as in `recipe` at `candidate_depths`.{where}{arr}")
+            f"per-question disagreement with the answer at depth T={setup.T} is at most {target:g} on new questions "
+            f"exchangeable with the calibration questions (same model, readout, precision arm and benchmark mix), "
+            f"when the rule is applied exactly as in `recipe` at `candidate_depths`. The disagreement is over all "
+            f"questions: a question that runs to T counts 0, so among the questions that exit it can be far higher "
+            f"(`calibration_disagreement_exits`); that rate is not bounded.{where}{arr}")
 
 
 #: The calibration method as written into the policy JSON.

@@ -135,9 +135,11 @@ def exit_rules_table(ev, *, store: str, model: str, readout: str = "F1", by: str
                description="the serving threshold: Learn then Test on every question of the cell"),
         Column("direction", "exit when", kind="str", group="value"),
         Column("work_saved", "Work saved %", "%", True, group="value", description="(T − t_exit)/T, held out"),
-        Column("disagreement", "Disagreement %", "%", True, group="value",
-               description="questions whose exit answer differs from y_T (the controlled risk), held out"),
-        Column("disagreement_exits", "Among exits %", "%", True, group="value"),
+        Column("disagreement", "Disagreement, all questions %", "%", True, group="value",
+               description="mean over all questions of 1{exit answer ≠ y_T}, a question that runs to T counting 0: "
+                           "the risk Learn then Test bounds, held out"),
+        Column("disagreement_exits", "Disagreement among exits %", "%", True, group="value",
+               description="Σ disagreements / Σ exits: the rate among the questions that exit (not bounded), held out"),
         Column("exit_share", "Exits %", "%", True, group="value"),
         Column("accuracy_exit", "Accuracy %", "%", True, group="value", description="accuracy at exit, labelled questions"),
         Column("accuracy_T", "Accuracy at T %", "%", True, group="value"),
@@ -173,8 +175,8 @@ def exit_rules_table(ev, *, store: str, model: str, readout: str = "F1", by: str
                     _diff(row, "d_disagreement", e, ref, "disagree", ev.level, e["disagree"] - ref["disagree"], draws)
                 rows.append(row)
     s = ev.setup
-    title = (f"Stopping rules, held out (Learn then Test: disagreement ≤ {100 * ev.target:g} % with probability "
-             f"≥ {1 - ev.delta:g}): candidate depths {format_depths(s.depths)}, T={s.T}, window {s.window}, "
+    title = (f"Stopping rules, held out (Learn then Test: disagreement over all questions ≤ {100 * ev.target:g} % "
+             f"with probability ≥ {1 - ev.delta:g}; among exits it is not bounded): candidate depths {format_depths(s.depths)}, T={s.T}, window {s.window}, "
              f"{s.folds} folds" + ("" if ev.available("ouro") else "; no Ouro rule: the store has no exit_gate")
              + small_sample_note(ev))
     return Table("exit_rules", title, cols, rows,
@@ -209,8 +211,8 @@ def exit_curves_table(ev, *, store: str, model: str, readout: str = "F1", by: st
         Column("threshold", "θ", kind="sci", group="value", digits=4),
         Column("exits", "Exits %", "%", group="value"),
         Column("work", "Work saved %", "%", True, group="value"),
-        Column("disagree", "Disagreement %", "%", True, group="value"),
-        Column("disagree_exits", "Among exits %", "%", group="value"),
+        Column("disagree", "Disagreement, all questions %", "%", True, group="value"),
+        Column("disagree_exits", "Disagreement among exits %", "%", group="value"),
         Column("accuracy", "Accuracy %", "%", True, group="value"),
     ]
     rows = []
