@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from depthtraj.models.v1 import ATTRS_KEY, FORMAT_VERSION, StoreAttrs
+from depthtraj.models.v1 import ATTRS_KEY, FORMAT_VERSION, StoreAttrs, content_version
 from depthtraj.schema import SCHEMA_FILE, attrs_schema, export_schemas, render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,8 @@ def test_spec_examples(example):
         return
     jsonschema.validate(doc[ATTRS_KEY], schema)
     attrs = StoreAttrs.model_validate(doc[ATTRS_KEY])
-    assert attrs.format_version == FORMAT_VERSION
+    # each example declares the oldest version whose content it holds (spec §2)
+    assert attrs.format_version == content_version(attrs) and attrs.format_version <= FORMAT_VERSION
     # round trip through the writer's serialisation
     assert StoreAttrs.model_validate(attrs.to_attrs()[ATTRS_KEY]) == attrs
 

@@ -247,6 +247,28 @@ def _recreate(g, name, data=None, *, dtype=None, chunks=None, dims=None, fill_va
     return b
 
 
+def _declare_content_version(path: Path) -> None:
+    """Declare the version a writer declares for what the case holds (spec §2: the oldest whose
+    content the store holds), as the mutations may add 1.1 or 1.2 content after creation."""
+    import zarr
+
+    from depthtraj.models.v1 import FORMAT_VERSIONS, StoreAttrs, content_version
+
+    g = _open(path)
+    a = _attrs(g)
+    try:
+        attrs = StoreAttrs.model_validate(a)
+    except Exception:  # noqa: BLE001 - an invalid case's attrs: left as built
+        return
+    names = [n for n, _ in g.members()]
+    order = g["arrangement_order"][...] if "arrangement_order" in names and isinstance(g["arrangement_order"], zarr.Array) else None
+    unused = order is not None and order.ndim == 3 and bool(np.all(order < 0, axis=-1).any())
+    want = content_version(attrs, names, unused_arrangements=unused)
+    if FORMAT_VERSIONS.index(want) > FORMAT_VERSIONS.index(a["format_version"]):
+        a["format_version"] = want
+        _set_attrs(g, a)
+
+
 def _consolidate(path: Path) -> None:
     import zarr
 
@@ -324,6 +346,7 @@ def _with_depth(p: Path, depth: dict) -> None:
     g = _base(p)
     a = _attrs(g)
     a["depth"] = depth
+    a["format_version"] = "1.2.0"  # the version whose content this is (spec §2)
     _set_attrs(g, a)
 
 
@@ -407,15 +430,29 @@ def _(p):
 
 @case(
     "invalid", "attr_002_newer_minor",
-    "format_version 1.1.0 with a key 1.0.0 does not know: read with a warning (DT-ATTR-002 at "
-    "severity warning), the unknown key ignored.",
+    "format_version 1.3.0 with a key 1.2.0 does not know: read with a warning (DT-ATTR-002 at "
+    "severity warning) naming the unknown key, which is ignored.",
     ("DT-ATTR-002",),
 )
 def _(p):
     g = _base(p)
     a = _attrs(g)
-    a["format_version"] = "1.1.0"
+    a["format_version"] = "1.3.0"
     a["provenance"] = {"pipeline": "future"}
+    _set_attrs(g, a)
+
+
+@case(
+    "invalid", "attr_002_declared_below_content",
+    "format_version 1.0.0 on a layer store (attrs.depth came with 1.2): a 1.0 reader would take it for a "
+    "recurrence; read as its content says, with a DT-ATTR-002 warning naming depth and 1.2.0.",
+    ("DT-ATTR-002",),
+)
+def _(p):
+    g = _base(p)
+    a = _attrs(g)
+    a["depth"] = _LAYER_DEPTH
+    a["format_version"] = "1.0.0"
     _set_attrs(g, a)
 
 
@@ -947,6 +984,8 @@ def build_case(c: Case, out: Path = HERE) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # zarr: consolidated metadata / fixed-width strings not in the v3 spec
         c.build(store)
+        if not c.name.startswith("attr_00"):  # the cases of the attrs rules keep the attrs they build
+            _declare_content_version(store)
     if c.name not in _NOT_CONSOLIDATED:
         _consolidate(store)
     elif c.name == "struct_010_not_consolidated":

@@ -165,12 +165,42 @@ def test_every_problem_is_collected_in_one_run(tmp_path, make_store):
     assert order == sorted(order, key=list(RULES).index)
 
 
-def test_newer_minor_is_a_warning_and_ignores_unknown_keys():
+def test_newer_minor_is_a_warning_naming_what_the_reader_ignores():
     report = validate_store(CORPUS / "invalid" / "attr_002_newer_minor.zarr")
     (f,) = report.findings
     assert (f.rule, f.severity) == ("DT-ATTR-002", "warning")
-    assert report.format_version == "1.1.0"
+    assert report.format_version == "1.3.0"
+    assert "newer than this reader's 1.2.0" in f.message and "attrs keys provenance" in f.message
     assert report.exit_code() == 0 and report.exit_code(strict=True) == 1
+
+
+def test_a_version_older_than_the_content_is_a_warning_naming_it(tmp_path):
+    """Issue 35: earlier writers declared 1.0.0 on layer stores; a 1.0 reader takes them for a
+    recurrence. Read as the content says, with a warning naming the content and its version."""
+    report = validate_store(CORPUS / "invalid" / "attr_002_declared_below_content.zarr")
+    (f,) = report.findings
+    assert (f.rule, f.severity) == ("DT-ATTR-002", "warning")
+    assert "attrs.depth" in f.message and "1.2.0" in f.message and "older than the content" in f.message
+    assert report.exit_code() == 0
+
+
+def test_writers_declare_the_oldest_version_of_their_content(tmp_path):
+    from depthtraj.models.v1 import RECURRENCE_DEPTH, Execution, content_version
+    from depthtraj.testing import synthetic_attrs, synthetic_store
+
+    attrs = synthetic_attrs(endpoint=3, readout="label")
+    assert attrs.format_version == "1.0.0" and content_version(attrs) == "1.0.0"
+    assert content_version(attrs, ["score", "greedy"]) == "1.1.0"
+    assert content_version(attrs, unused_arrangements=True) == "1.1.0"
+    with_exec = attrs.model_copy(update={"execution": Execution(batching="invariant", batch_size=None)})
+    assert content_version(with_exec) == "1.1.0"
+    with_depth = attrs.model_copy(update={"depth": RECURRENCE_DEPTH})
+    assert content_version(with_depth, ["score"]) == "1.2.0"
+    doc = attrs.model_dump(mode="json")
+    doc.pop("format_version")
+    assert type(attrs).model_validate({**doc, "depth": RECURRENCE_DEPTH.model_dump(mode="json")}).format_version == "1.2.0"
+    store = synthetic_store(tmp_path / "s.zarr", n=4, endpoint=3)
+    assert validate_store(store).findings == [] or all(f.rule != "DT-ATTR-002" for f in validate_store(store).findings)
 
 
 def test_structure_failures_do_not_cascade_into_data_rules(tmp_path):

@@ -22,6 +22,18 @@ ANCHOR, CANDIDATE2 = "anchor", "candidate2"
 #: The five trajectory dims, in the order of `score`.
 DIMS: tuple[str, ...] = (QUESTION, DEPTH, CANDIDATE, ARRANGEMENT, PRECISION)
 
+#: What the ``depth`` coordinate's values are, by the store's depth kind (``attrs.depth.kind``).
+_DEPTH_LONG_NAMES = {
+    "recurrence": "Recurrence step t (1-based), strictly increasing, endpoint last.",
+    "layer": "Layer t (1-based): the residual stream after decoder layer t, strictly increasing, the last layer last.",
+}
+
+
+def depth_long_name(kind: str) -> str:
+    """The ``long_name`` of the ``depth`` coordinate of a store whose depth is ``kind``
+    (``recurrence`` or ``layer``; anything else: the recurrence's)."""
+    return _DEPTH_LONG_NAMES.get(kind, _DEPTH_LONG_NAMES["recurrence"])
+
 Kind = Literal["float", "int", "bool", "str"]
 Need = Literal["always", "text", "optional", "probes"]
 
@@ -177,6 +189,7 @@ DATA_VARIABLES: tuple[str, ...] = (
 
 __all__ = [
     "ANCHOR", "ARRANGEMENT", "CANDIDATE", "CANDIDATE2", "COORDS", "DATA_VARIABLES", "DEPTH", "DIMS",
+    "depth_long_name",
     "OPTIONAL", "POSITION", "PRECISION", "PROBES", "QUESTION", "REQUIRED_BY_KIND", "VARIABLES",
     "ArraySpec",
 ]

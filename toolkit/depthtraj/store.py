@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import layout as L
-from .models.v1 import ATTRS_KEY, RECURRENCE_DEPTH, StoreAttrs
+from .models.v1 import ATTRS_KEY, RECURRENCE_DEPTH, StoreAttrs, content_version
 
 DEFAULT_CHUNK = 256
 SEED_SCHEME = "blake2b-64(f'{base}:{question_id}') & (2**63-1)"
@@ -242,6 +242,11 @@ def build_template(
             data[name] = (L.PROBE_MATRIX_DIMS, lazy((n, j, k, k, a, p), np.nan, sdt))
         probe_coords = {L.ANCHOR: anchors, L.CANDIDATE2: np.arange(k, dtype=np.int8)}
 
+    # the oldest format version whose content this store holds (spec §2)
+    unused = bool(order.size) and bool(np.all(order < 0, axis=-1).any())
+    version = content_version(attrs, variables=data, unused_arrangements=unused)
+    if version != attrs.format_version:
+        attrs = attrs.model_copy(update={"format_version": version})
     seeds = np.asarray(questions.seed if questions.seed else [0] * n, dtype=np.int64)
     coords = {
         L.QUESTION: _object_strings(questions.id),
@@ -265,6 +270,7 @@ def build_template(
                 ds[name].attrs["units"] = spec.units
             if spec.paper:
                 ds[name].attrs["paper"] = spec.paper
+    ds[L.DEPTH].attrs["long_name"] = L.depth_long_name((attrs.depth or RECURRENCE_DEPTH).kind)
     encoding = {}
     for name, var in ds.variables.items():
         if var.dims and var.dims[0] == L.QUESTION:

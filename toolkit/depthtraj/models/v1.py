@@ -16,8 +16,24 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FORMAT_VERSION: Literal["1.0.0"] = "1.0.0"
+#: The newest format version this package reads and writes.
+FORMAT_VERSION: Literal["1.2.0"] = "1.2.0"
 FORMAT_MAJOR = 1
+#: Every released version of format 1, oldest first (spec/CHANGELOG.md).
+FORMAT_VERSIONS: tuple[str, ...] = ("1.0.0", "1.1.0", "1.2.0")
+FormatVersion = Literal["1.0.0", "1.1.0", "1.2.0"]
+
+#: Optional content and the minor version that added it (spec/CHANGELOG.md): root attribute
+#: fields, ``tasks[]`` fields and variables. A writer declares the oldest version whose content
+#: the store holds (:func:`content_version`), so an older reader never takes it for less.
+ATTRS_SINCE: dict[str, int] = {"execution": 1, "probes": 1, "depth": 2}
+TASK_FIELDS_SINCE: dict[str, int] = {"prompt_template": 1, "target_delimiter": 1, "harness": 1}
+VARIABLES_SINCE: dict[str, int] = {
+    "exit_gate": 1, "greedy": 1, "prompt_hash": 1, "probe_sigma": 1, "probe_jjt": 1,
+    "probe_nl_mean": 1, "probe_nl_moment": 1,
+}
+#: Unused arrangements (rows of -1 in ``arrangement_order``) came with 1.1.
+UNUSED_ARRANGEMENTS_SINCE = 1
 ATTRS_KEY = "depthtraj"
 """The single namespaced key under which the root attributes live."""
 
@@ -274,8 +290,10 @@ _DEPTH_READINGS = {"recurrence": ("recurrent-state", "model-head"), "layer": ("r
 class StoreAttrs(_Model):
     """The root attribute object ``attrs['depthtraj']`` of a format-v1 trajectory store."""
 
-    format_version: Literal["1.0.0"] = Field(
-        default=FORMAT_VERSION, description="Semantic version of the store format."
+    format_version: FormatVersion = Field(
+        default="1.0.0",
+        description="Semantic version of the store format: the oldest version whose content the "
+        "store holds (a writer's default: the attrs' own, see `content_version`).",
     )
     model: ModelInfo
     readout: Readout
@@ -302,6 +320,15 @@ class StoreAttrs(_Model):
         "model's own readout.",
     )
     notes: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_of_the_content(cls, data):
+        # not given: the oldest version whose attrs content this is (a reader of 1.0 must not
+        # read a layer store, or any 1.1 content, as 1.0)
+        if isinstance(data, dict) and "format_version" not in data:
+            data = {**data, "format_version": attrs_version(data)}
+        return data
 
     @field_validator("precision")
     @classmethod
@@ -348,6 +375,38 @@ class StoreAttrs(_Model):
         return {ATTRS_KEY: self.model_dump(mode="json", exclude=exclude)}
 
 
+def _present(value) -> bool:
+    return value is not None
+
+
+def attrs_version(attrs) -> str:
+    """The oldest format version whose attrs content ``attrs`` (a dict or :class:`StoreAttrs`)
+    holds."""
+    get = attrs.get if isinstance(attrs, dict) else (lambda k, d=None: getattr(attrs, k, d))
+    minor = max([m for k, m in ATTRS_SINCE.items() if _present(get(k))], default=0)
+    for task in get("tasks") or []:
+        tget = task.get if isinstance(task, dict) else (lambda k, d=None, t=task: getattr(t, k, d))
+        minor = max([minor, *(m for k, m in TASK_FIELDS_SINCE.items() if _present(tget(k)))])
+    return FORMAT_VERSIONS[minor]
+
+
+def content_version(attrs: StoreAttrs, variables=(), *, unused_arrangements: bool = False) -> str:
+    """The oldest format version whose content a store holds: its attrs (``depth``: 1.2;
+    ``execution``, ``probes``, a task's ``prompt_template``, ``target_delimiter`` or
+    ``harness``: 1.1), its ``variables`` (``greedy``, ``exit_gate``, ``prompt_hash``, the probe
+    variables: 1.1) and unused arrangements (1.1). Writers declare it (spec §2), so a reader of an
+    older minor warns instead of misreading what it does not know.
+
+    Returns:
+        a :data:`FORMAT_VERSIONS` entry, e.g. ``"1.2.0"``.
+    """
+    minor = FORMAT_VERSIONS.index(attrs_version(attrs))
+    minor = max([minor, *(VARIABLES_SINCE.get(v, 0) for v in variables)])
+    if unused_arrangements:
+        minor = max(minor, UNUSED_ARRANGEMENTS_SINCE)
+    return FORMAT_VERSIONS[minor]
+
+
 #: The depth of every recurrent family's store (what a store without ``depth`` means).
 RECURRENCE_DEPTH = DepthInfo(kind="recurrence", shared_weights=True, lens=Lens(kind="none"),
                              latent_step_norm="recurrent-state", logsumexp="model-head")
@@ -361,6 +420,25 @@ STANDARD_ARMS: dict[str, PrecisionArm] = {
     "fp32": PrecisionArm(name="fp32", recurrence_dtype="float32", head_dtype="float32"),
 }
 
+#: The arm that keeps the checkpoint's own weights and computes in their dtype, as the model's
+#: own forward loaded at that dtype does (lm-evaluation-harness's ``HFLM(dtype="auto")``, and
+#: ``dtype="float32"`` on a float32 checkpoint). Its dtypes are the checkpoint's:
+#: :func:`native_arm`.
+NATIVE_ARM = "native"
+
+#: Every arm name ``collect --precision`` accepts, in order.
+ARM_NAMES: tuple[str, ...] = (*STANDARD_ARMS, NATIVE_ARM)
+
+
+def native_arm(dtype: str) -> PrecisionArm:
+    """The ``native`` arm of a checkpoint whose weights are stored in ``dtype`` (``float32``,
+    ``bfloat16``, ...): weights not rounded, recurrence and head in ``dtype``.
+
+    Raises:
+        pydantic.ValidationError: ``dtype`` is not a format dtype name.
+    """
+    return PrecisionArm(name=NATIVE_ARM, recurrence_dtype=dtype, head_dtype=dtype, weights_dtype=dtype)
+
 __all__ = [
     "DepthInfo",
     "Harness",
@@ -369,7 +447,13 @@ __all__ = [
     "ATTRS_KEY",
     "FORMAT_MAJOR",
     "FORMAT_VERSION",
+    "FORMAT_VERSIONS",
+    "attrs_version",
+    "content_version",
     "STANDARD_ARMS",
+    "ARM_NAMES",
+    "NATIVE_ARM",
+    "native_arm",
     "AdapterInfo",
     "ModelInfo",
     "PrecisionArm",

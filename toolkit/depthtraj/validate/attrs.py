@@ -9,7 +9,18 @@ import functools
 from contextlib import contextmanager
 from typing import Any
 
-from ..models.v1 import ATTRS_KEY, FORMAT_MAJOR, FORMAT_VERSION, StoreAttrs
+from .. import layout as L
+from ..models.v1 import (
+    ATTRS_KEY,
+    ATTRS_SINCE,
+    FORMAT_MAJOR,
+    FORMAT_VERSION,
+    FORMAT_VERSIONS,
+    TASK_FIELDS_SINCE,
+    VARIABLES_SINCE,
+    StoreAttrs,
+    attrs_version,
+)
 from .context import SEMVER, Context
 from .report import Collector, shown
 
@@ -60,13 +71,20 @@ def check_attrs(ctx: Context, col: Collector) -> None:
             )
         elif _newer((minor, patch), _READER[1:]):
             newer = True
+            unknown = _unknown_keys(raw, StoreAttrs)
+            arrays = sorted(n for n in [*ctx.arrays, *ctx.broken] if n not in _KNOWN_ARRAYS and not n.startswith("x_"))
+            what = [f"attrs keys {', '.join(unknown[:8])}{' …' if len(unknown) > 8 else ''}"] if unknown else []
+            what += [f"arrays {', '.join(arrays[:8])}{' …' if len(arrays) > 8 else ''}"] if arrays else []
             col.add(
                 "DT-ATTR-002", f"{_PREFIX}.format_version",
                 f"format_version {shown(version)} is newer than this reader's {FORMAT_VERSION}; "
-                f"validated as {FORMAT_VERSION} (unknown keys ignored)",
+                f"read and validated as {FORMAT_VERSION}, ignoring what it does not know: "
+                + ("; ".join(what) if what else "no attrs key or array it does not know"),
                 severity="warning",
-                hint="upgrade depthtraj to validate every rule of the newer version",
+                hint="upgrade depthtraj to read and validate every rule of the newer version",
             )
+        else:
+            _declared_below_content(raw, (minor, patch), sorted([*ctx.arrays, *ctx.broken]), col)
 
     # DT-ATTR-003: the committed JSON Schema with its own semantics (types are strict: "16",
     # true or 16.5 are not integers; date-time is RFC 3339 with an offset), then the rules of
@@ -88,6 +106,66 @@ def check_attrs(ctx: Context, col: Collector) -> None:
 
 MAX_DEPTH = 64
 """Attrs nested deeper than this are reported, not walked (the schema nests 3 levels)."""
+
+_KNOWN_ARRAYS = frozenset(L.COORDS) | frozenset(L.VARIABLES)
+
+
+def _declared_below_content(raw: dict, declared: tuple[str, str], arrays: list[str], col: Collector) -> None:
+    """DT-ATTR-002 (warning): a store declaring an older minor than its content (a reader of
+    that minor would not know it holds, e.g., a layer depth). Earlier writers declared 1.0.0
+    whatever they wrote; their stores read as before, with this warning."""
+    try:
+        attrs_minor = FORMAT_VERSIONS.index(attrs_version(raw))
+    except (TypeError, AttributeError, ValueError):
+        return  # malformed attrs: DT-ATTR-003's findings
+    needs = {f"attrs.{k}": m for k, m in ATTRS_SINCE.items() if raw.get(k) is not None}
+    for task in raw.get("tasks") if isinstance(raw.get("tasks"), list) else []:
+        if isinstance(task, dict):
+            needs.update({f"tasks[].{k}": m for k, m in TASK_FIELDS_SINCE.items() if task.get(k) is not None})
+    needs.update({f"array {a}": VARIABLES_SINCE[a] for a in arrays if a in VARIABLES_SINCE})
+    minor = max([attrs_minor, *needs.values()])
+    declared_minor = int(declared[0]) if len(declared[0]) < 6 else 10**6
+    if minor > declared_minor:
+        newer_parts = [k for k, m in needs.items() if m > declared_minor]
+        col.add(
+            "DT-ATTR-002", f"{_PREFIX}.format_version",
+            f"format_version {raw['format_version']} is older than the content: {', '.join(newer_parts)} "
+            f"came with {FORMAT_VERSIONS[minor]} (a {raw['format_version'].rsplit('.', 1)[0]} reader would not "
+            f"know they are there)",
+            severity="warning",
+            hint=f"set attrs.depthtraj.format_version to {FORMAT_VERSIONS[minor]!r} (depthtraj collect writes it)",
+        )
+
+
+def _unknown_keys(doc: Any, model, prefix: str = "") -> list[str]:
+    """Dotted paths of the keys of ``doc`` that ``model`` (and its nested models, optional or in
+    lists) does not define: what a reader of this version ignores in a newer minor's attrs."""
+    import types
+    import typing
+
+    from pydantic import BaseModel
+
+    def models_of(annotation) -> list:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType, list):
+            return [m for a in typing.get_args(annotation) for m in models_of(a)]
+        return []
+
+    if not isinstance(doc, dict):
+        return []
+    out = []
+    for k, v in doc.items():
+        field = model.model_fields.get(k)
+        if field is None:
+            out.append(f"{prefix}{k}")
+            continue
+        for sub in models_of(field.annotation)[:1]:
+            for item in v if isinstance(v, list) else [v]:
+                for key in _unknown_keys(item, sub, f"{prefix}{k}{'[]' if isinstance(v, list) else ''}."):
+                    if key not in out:
+                        out.append(key)
+    return out
 
 
 def _newer(a: tuple[str, str], b: tuple[int, ...]) -> bool:
