@@ -146,3 +146,85 @@ def _write(out: Path, splits: dict, fmt: str) -> None:
     else:
         for split, ds in dd.items():
             ds.to_parquet(str(out / f"{split}.parquet"))
+
+
+# ------------------------------------------------------------------------------ your own YAML
+#: The user tasks' documents: ``dt_a`` (a training split of 8 and 10 evaluation documents, one
+#: of them without a gold answer: an empty label) and ``dt_b`` (6 evaluation documents and no
+#: training split: its few-shot examples come from its own evaluation documents).
+USER_SIZES = {"dt_a": 10, "dt_b": 6}
+
+
+def user_docs(n: int, offset: int = 0, *, empty: tuple[int, ...] = ()) -> list[dict]:
+    """Made-up documents in a schema of the test's own: ``question``, ``choices`` (3 or 4),
+    ``label`` (the gold index as text; ``""`` for the documents in ``empty``)."""
+    out = []
+    for j in range(offset, offset + n):
+        t = _topic(j)
+        choices = [f"{t} warms up", "nothing happens", f"{t} turns to glass", "it sings"][: 3 + j % 2]
+        out.append({"question": f"What happens when {t} is left in the sun for {j + 2} hours?", "choices": choices,
+                    "label": "" if j - offset in empty else str(j % len(choices))})
+    return out
+
+
+_USER_TASK = """task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+{files}
+{splits}
+output_type: multiple_choice
+description: "Questions about what things do.\\n\\n"
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: "{{{{label}}}}"
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+  - metric: acc_norm
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+_USER_GROUP = """group: dt_group
+group_alias: my group
+task:
+  - dt_a
+  - dt_b
+aggregate_metric_list:
+  - metric: acc
+    weight_by_size: {weight}
+  - metric: acc_norm
+    weight_by_size: {weight}
+metadata:
+  version: 3
+"""
+
+
+def write_user_tasks(root: Path) -> dict:
+    """Your own lm-eval tasks, as a user writes them: the data (``root/data/<task>/<split>.jsonl``)
+    and two include directories with the same tasks ``dt_a`` and ``dt_b`` and a group ``dt_group``
+    of both, aggregated with ``weight_by_size: true`` (``root/weighted``) or ``false``
+    (``root/unweighted``). The YAML's ``dataset_path: json`` reads the same files, so lm-eval's
+    own ``simple_evaluate`` runs the tasks without the hub. Returns ``{"data", "weighted",
+    "unweighted"}``."""
+    data = root / "data"
+    splits = {"dt_a": {"validation": user_docs(USER_SIZES["dt_a"], empty=(3,)), "train": user_docs(8, offset=100)},
+              "dt_b": {"validation": user_docs(USER_SIZES["dt_b"], offset=50)}}
+    for name, parts in splits.items():
+        _write(data / name, parts, "jsonl")
+    out = {"data": data}
+    for kind, weight in (("weighted", "true"), ("unweighted", "false")):
+        inc = root / kind
+        inc.mkdir(parents=True, exist_ok=True)
+        for name, parts in splits.items():
+            files = "\n".join(f"    {s}: {data / name / (s + '.jsonl')}" for s in parts)
+            names = "\n".join(f"{k}: {s}" for k, s in (("training_split", "train"), ("validation_split", "validation"))
+                              if s in parts)
+            (inc / f"{name}.yaml").write_text(_USER_TASK.format(name=name, files=files, splits=names), encoding="utf-8")
+        (inc / "dt_group.yaml").write_text(_USER_GROUP.format(weight=weight), encoding="utf-8")
+        out[kind] = inc
+    return out

@@ -1,8 +1,10 @@
 """``depthtraj summary``: lm-eval's acc / acc_norm / acc_bytes against a slow reference written from
 ``lm_eval.api.task.ConfigurableTask.process_results`` on synthetic stores (label and text, with
-arrangements and unknown labels), the lm-eval results layout, the per-question samples (JSON Lines
-and Parquet), and tasks as plugins (``depthtraj tasks``, a third-party entry point, several tasks
-in one ``collect``)."""
+arrangements and questions without a gold answer, which count as wrong), the lm-eval results layout,
+lm-eval's group aggregation, the per-question samples (JSON Lines and Parquet), and tasks as
+plugins (``depthtraj tasks``, a third-party entry point, several tasks in one ``collect``). The
+end-to-end comparisons with lm-eval's own ``simple_evaluate`` (groups, your own YAML) are in
+``test_lmeval.py``."""
 
 from __future__ import annotations
 
@@ -13,10 +15,9 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from typer.testing import CliRunner
-
 from depthtraj.cli import app
 from depthtraj.testing import synthetic_store
+from typer.testing import CliRunner
 
 
 def _store(path, readout, arrangements=1, seed=0):
@@ -26,9 +27,22 @@ def _store(path, readout, arrangements=1, seed=0):
                                precision=("bf16", "fp32"), chunk_size=7, seed=seed, tasks=("arc_challenge", "mmlu"))
 
 
+def _unlabel(path, every=5):
+    """Mark every ``every``-th question as having no gold answer (label −1, as the store marks an
+    empty target)."""
+    import zarr
+
+    arr = zarr.open_array(str(path) + "/label", mode="r+")
+    lab = arr[:]
+    lab[::every] = -1
+    arr[:] = lab
+    return int((lab < 0).sum())
+
+
 def _reference(ds, task, arm):
     """{metric: [value per depth]}, {metric: [stderr]}: a question's value is the mean over its
-    used arrangements of 1{argmax (first maximum) = gold}; questions with a label only."""
+    used arrangements of 1{argmax (first maximum) = gold}; a question without a gold answer is
+    wrong (lm-eval's gold -100), and counts."""
     text = ds.attrs["depthtraj"]["readout"]["kind"] == "text"
     ll = ds["logprob_sum" if text else "score"].sel(precision=arm).transpose("question", "depth", "candidate",
                                                                                "arrangement").values
@@ -42,8 +56,6 @@ def _reference(ds, task, arm):
                 if str(ds["task"].values[i]) != task:
                     continue
                 K, gold = int(ds["n_candidates"].values[i]), int(ds["label"].values[i])
-                if not 0 <= gold < K:
-                    continue
                 texts = [str(t) for t in ds["candidate_text"].values[i, :K]]
                 hits = []
                 for a in range(order.shape[1]):
@@ -67,27 +79,78 @@ def _reference(ds, task, arm):
 @pytest.mark.parametrize("readout,arrangements", [("label", 1), ("text", 1), ("text", 4)])
 def test_the_metrics_equal_lm_evals_definitions(readout, arrangements, tmp_path):
     path = _store(tmp_path / "s.zarr", readout, arrangements)
+    missing = _unlabel(path)
     r = CliRunner().invoke(app, ["summary", path, "-f", "json"])
     assert r.exit_code == 0, r.output
+    assert "without a gold answer count as wrong" in r.stderr
     doc = json.loads(r.stdout)
     ds = xr.open_zarr(path).load()
-    for key in ("results", "versions", "n-shot", "higher_is_better", "n-samples", "configs", "config"):
+    for key in ("results", "group_subtasks", "versions", "n-shot", "higher_is_better", "n-samples", "configs",
+                "config"):
         assert key in doc
+    total = 0
     for task in ("arc_challenge", "mmlu"):
         for arm in ("bf16", "fp32"):
             key = f"{task}@{arm}"
             ref, err = _reference(ds, task, arm)
             byd = doc["depthtraj"]["by_depth"][key]
+            n = int((ds["task"].values == task).sum())
+            assert doc["results"][key]["sample_len"] == n == doc["n-samples"][key]["effective"]
+            total += n if arm == "bf16" else 0
             for m in ref:
                 np.testing.assert_allclose(byd[f"{m},none"], ref[m], rtol=1e-12)
                 np.testing.assert_allclose(byd[f"{m}_stderr,none"], err[m], rtol=1e-9)
-                assert doc["results"][key][f"{m},none"] == pytest.approx(ref[m][-1])
+                if m == "acc_bytes":  # not lm-eval's default metric list: depthtraj's, under by_depth
+                    assert "acc_bytes,none" not in doc["results"][key]
+                    continue
+                assert doc["results"][key][f"{m},none"] == pytest.approx(ref[m][-1], rel=1e-12)
             if readout == "label":
                 assert "acc_norm,none" not in doc["results"][key]
             best = doc["depthtraj"]["best_depth"][key]
             assert best["depth"] == 1 + int(np.argmax(ref["acc"])) and best["acc,none"] == pytest.approx(max(ref["acc"]))
+    assert total == 40 and missing == 8
+    from lm_eval.utils import (
+        make_table,  # several arms: "@<arm>" keys, one lm-eval results document
+    )
+
+    table = make_table(doc)
+    assert "arc_challenge@bf16" in table and "mmlu@fp32" in table and doc["group_subtasks"] == {}
     r = CliRunner().invoke(app, ["summary", path])
     assert r.exit_code == 0 and "acc_norm @T" in r.stdout and "best depth" in r.stdout
+
+
+def test_the_group_aggregation_is_lm_evals():
+    """summary's reproductions of lm-eval's group functions equal lm-eval's own (numbers and
+    [depth] arrays; with the extra installed, summary calls lm-eval's)."""
+    from depthtraj.analysis import summary as S
+    from lm_eval.api import metrics as M
+
+    assert S.group_aggregators() == (M.aggregate_subtask_metrics, M.pooled_sample_stderr, M.unweighted_mean_stderr)
+    rng = np.random.default_rng(0)
+    for k in (2, 3, 7):
+        sizes = [int(x) for x in rng.integers(2, 500, k)]
+        vals, errs = list(rng.random(k)), list(rng.random(k) / 10)
+        arrays = [rng.random(6) for _ in range(k)]
+        for weight in (True, False):
+            assert S.aggregate_subtask_metrics(vals, sizes, weight) == pytest.approx(
+                M.aggregate_subtask_metrics(vals, sizes, weight), rel=1e-12)
+            np.testing.assert_allclose(S.aggregate_subtask_metrics(arrays, sizes, weight),
+                                       [M.aggregate_subtask_metrics([a[j] for a in arrays], sizes, weight)
+                                        for j in range(6)], rtol=1e-12)
+        assert S.pooled_sample_stderr(errs, sizes) == pytest.approx(M.pooled_sample_stderr(errs, sizes), rel=1e-12)
+        assert S.unweighted_mean_stderr(errs) == pytest.approx(M.unweighted_mean_stderr(errs), rel=1e-12)
+        np.testing.assert_allclose(S.pooled_sample_stderr(arrays, sizes),
+                                   [M.pooled_sample_stderr([a[j] for a in arrays], sizes) for j in range(6)],
+                                   rtol=1e-12)
+
+
+def test_the_help_says_what_summary_does():
+    r = CliRunner().invoke(app, ["summary", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    text = " ".join(r.stdout.split())
+    for needle in ("per task, group and arm", "each group's aggregate as lm-eval computes it", "--include-path",
+                   "keyed by task and group name", "'@arm' / '@store' suffixes when several", "--log-samples"):
+        assert needle in text, needle
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
@@ -121,6 +184,9 @@ def test_bad_input_is_one_line(tmp_path):
     path = _store(tmp_path / "s.zarr", "label")
     r = CliRunner().invoke(app, ["summary", path, "-f", "yaml"])
     assert r.exit_code == 2 and "--format" in r.stderr
+    r = CliRunner().invoke(app, ["summary", path, "--include-path", str(tmp_path / "nope")])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--include-path" in r.stderr and "not a directory" in \
+        r.stderr
 
 
 # ------------------------------------------------------------------------------ tasks as plugins

@@ -16,25 +16,41 @@ embeddings, ...). The readout at depth t is
 
 Depth L of either lens is the model's own logits: ``final_norm`` is applied exactly once.
 (Transformers' ``output_hidden_states[-1]`` is already normalised, the other entries are not;
-this adapter never reads those tuples, it steps the decoder layers itself.)
+this adapter never reads those tuples, it steps the decoder layers itself.) The logit lens at
+depth t is therefore the same checkpoint truncated to its first t layers
+(``num_hidden_layers = t``), which is what the tests compare with.
+
+**Attention.** Every architecture runs transformers' *eager* attention
+(:attr:`LayersAdapter.attn_implementation`), the one that computes each model as its modeling
+file defines it: SDPA (transformers' default) ignores Gemma-2's ``attn_logit_softcapping`` and
+GPT-2's ``scale_attn_by_inverse_layer_idx``, ``reorder_and_upcast_attn`` and
+``scale_attn_weights = False``. The store's notes record it (``eager attention``).
 
 How the layers are stepped: :meth:`LayersAdapter.embed` runs the model's own forward once with
 every decoder layer's ``forward`` replaced by a recorder, so what each layer receives (the input
 embeddings, and its own keyword arguments: rotary position embeddings, attention mask, cache
 positions, ...) is exactly what the model's forward builds, for the architecture and the
 transformers version installed; :meth:`LayersAdapter.step` then calls decoder layer t with those
-arguments. A packed answer-text run's block mask replaces the recorded ``attention_mask`` of
-every layer as an additive ``[batch, 1, seq, seq]`` mask (the form eager and SDPA attention both
-take); a sequence longer than a sliding attention window is refused (the window then binds and a
-replaced mask would not apply it).
+arguments.
+
+A packed answer-text run ``[x, v_1, ..., v_K]`` (continuation position ids restarting at
+``len(x)``, a block mask) replaces the recorded ``attention_mask`` of every layer by an additive
+``[batch, 1, seq, seq]`` mask: the block mask intersected, per layer, with the attention pattern
+the model's own forward builds for that layer over a sequence run alone, read at the *position
+ids* of query and key. A layer with a sliding window (Gemma-2's and Qwen2/Qwen3's sliding
+layers, every layer of Mistral and Phi-3 with ``sliding_window`` set) thus lets a token of
+``v_k`` attend exactly the keys ``[x, v_k]`` run alone would let it attend (transformers 4.57:
+keys at most ``sliding_window - 1`` positions back), however long the packed sequence is.
 
 The self-check compares, at **every** depth t = 1..T, the label and packed answer-text readouts
-with an independent computation from the model's own forward: its ``output_hidden_states[t]``
-(the residual stream after layer t, t < L) through the model's final norm, lens and head, and at
-t = L the model's own ``logits``.
+with an independent computation: the model's own forward (``output_hidden_states[t]`` through
+the model's final norm, lens and head below L, its ``logits`` at L) run by a second instance of
+the model that always computes with eager attention, whatever the adapter's model runs.
 
 Supported ``model_type`` values: :data:`SUPPORTED`; ``collect`` refuses any other in one line
-before loading weights.
+before loading weights. A prompt longer than a model's learned position table (GPT-2's
+``n_positions``, OPT's ``max_position_embeddings``) is refused by :meth:`LayersAdapter.check_inputs`
+before anything is written.
 """
 
 from __future__ import annotations
@@ -57,11 +73,17 @@ if TYPE_CHECKING:
 
 class _Arch(NamedTuple):
     """Where one architecture keeps its decoder layers and its final norm (attribute paths from
-    the ``*ForCausalLM`` model)."""
+    the ``*ForCausalLM`` model), and what bounds the sequences it runs."""
 
     layers: str
     norm: str
     project_out: str | None = None
+    positions: str | None = None
+    """The ``config.json`` field of the size of a learned position table (position ids must be
+    below it), for an architecture that has one."""
+    causal_buffer: str | None = None
+    """Attribute path, from a decoder layer, of a ``[1, 1, n, n]`` causal buffer that eager
+    attention applies by sequence index (GPT-2's ``attn.bias``, ``n = n_positions``)."""
 
 
 #: model_type (config.json) -> where its decoder layers and final norm are. The model's own head is
@@ -74,9 +96,10 @@ SUPPORTED: Mapping[str, _Arch] = {
     "gemma": _Arch("model.layers", "model.norm"),
     "gemma2": _Arch("model.layers", "model.norm"),
     "phi3": _Arch("model.layers", "model.norm"),
-    "gpt2": _Arch("transformer.h", "transformer.ln_f"),
+    "gpt2": _Arch("transformer.h", "transformer.ln_f", positions="n_positions", causal_buffer="attn.bias"),
     "gpt_neox": _Arch("gpt_neox.layers", "gpt_neox.final_layer_norm"),
-    "opt": _Arch("model.decoder.layers", "model.decoder.final_layer_norm", "model.decoder.project_out"),
+    "opt": _Arch("model.decoder.layers", "model.decoder.final_layer_norm", "model.decoder.project_out",
+                 positions="max_position_embeddings"),
 }
 
 #: The files of a tuned lens in tuned-lens's own format (``TunedLens.save``).
@@ -95,14 +118,6 @@ def _n_layers(config: Any) -> int:
 
 def _hidden_size(config: Any) -> int:
     return int(getattr(config, "hidden_size", None) or config.n_embd)
-
-
-def _sliding_window(config: Any) -> int | None:
-    """The longest sequence every layer attends to in full, or ``None`` (no window binds)."""
-    window = getattr(config, "sliding_window", None)
-    if not window or getattr(config, "use_sliding_window", True) is False:
-        return None
-    return int(window)
 
 
 def unembed_hash(weight: np.ndarray) -> str:
@@ -163,6 +178,20 @@ def read_lens(directory: str | Path, *, n_layers: int, hidden: int) -> tuple[Pat
     return directory, config
 
 
+def _state_dict_problems(want: Mapping[str, Any], got: Any) -> str:
+    """How a loaded ``params.pt`` differs from the state dict ``want`` in one line: its missing
+    and unexpected keys and the shapes that differ, every name spelled out ('' if none)."""
+    if not isinstance(got, Mapping):
+        return f"it holds a {type(got).__name__}, not a state dict"
+    missing = [k for k in want if k not in got]
+    unexpected = [str(k) for k in got if k not in want]
+    shapes = [f"{k} {list(got[k].shape)} instead of {list(want[k].shape)}" for k in want
+              if k in got and hasattr(got[k], "shape") and tuple(got[k].shape) != tuple(want[k].shape)]
+    parts = [f"{label}: {', '.join(names)}" for label, names in
+             (("missing keys", missing), ("unexpected keys", unexpected), ("other shapes", shapes)) if names]
+    return "; ".join(parts)
+
+
 @functools.cache
 def _forward_signature(layer_cls: type) -> inspect.Signature:
     """The signature of a decoder layer class's ``forward`` (read once per class, not per item)."""
@@ -192,37 +221,52 @@ class LayersAdapter(LoopedLMAdapter):
     """Any ``AutoModelForCausalLM`` of :data:`SUPPORTED`: depth t is the residual stream after
     decoder layer t, read through the logit lens or a tuned lens (see the module docstring).
 
-    ``collect --adapter layers --model CKPT --depths L [--lens DIR]``: ``--depths`` may be at most
-    the model's layer count L (the readout at depth L is the model's own logits).
+    ``collect --adapter layers --model CKPT [--depths T] [--lens DIR]``: ``--depths`` is at most
+    the model's layer count L, and L when not given (the readout at depth L is the model's own
+    logits).
+
+    The model is switched to :attr:`attn_implementation` (eager attention) on construction.
 
     Raises:
-        AdapterInputError: (at construction) an attention implementation other than eager or
-            SDPA, whose masks the packed answer-text readout cannot replace.
+        AdapterInputError: (at construction) a model whose ``model_type`` is not supported, or
+            one that cannot be switched to eager attention.
     """
 
     name = "layers"
     family = "transformer"
-    version = "0.1.0"
+    version = "0.2.0"
     model_types = tuple(SUPPORTED)
     #: the options ``load`` (and ``collect``) take
     options: ClassVar[tuple[str, ...]] = ("lens",)
+    #: the attention implementation the model runs (transformers' ``attn_implementation``):
+    #: eager, which computes every supported architecture as its modeling file defines it
+    attn_implementation: ClassVar[str] = "eager"
 
     def __init__(self, model: Any, tokenizer: Any, **kwargs: Any) -> None:
 
         arch = SUPPORTED.get(getattr(model.config, "model_type", None))
         if arch is None:
             raise AdapterInputError(self.unsupported(getattr(model.config, "model_type", None)))
-        impl = getattr(model.config, "_attn_implementation", None) or "eager"
-        if impl not in ("eager", "sdpa"):
-            raise AdapterInputError(f"attention implementation {impl!r}: the layers adapter replaces attention masks, "
-                                    f"which eager and sdpa attention take; load the model with either")
+        want = self.attn_implementation
+        if getattr(model.config, "_attn_implementation", None) != want:
+            try:  # before the per-dtype copies are made, which inherit it
+                model.set_attn_implementation(want)
+            except (ValueError, ImportError):  # an implementation this install lacks: refused below
+                pass
+        if model.config._attn_implementation != want:
+            raise AdapterInputError(f"{type(model).__name__} cannot be switched to {want} attention "
+                                    f"(it runs {model.config._attn_implementation!r}); the layers adapter "
+                                    f"computes every model with {want} attention")
         self.arch = arch
         self.n_layers = _n_layers(model.config)
         head = model.get_output_embeddings()
         # tuned-lens hashes the unembedding as loaded (before depthtraj rounds the weights)
         self._unembed_hash = unembed_hash(head.weight.detach().float().cpu().numpy())
         self.lens: TunedLensFiles | None = None
-        self._translators: dict[torch.dtype, Any] = {}
+        self._lens_params: Any = None  # the translators as read, float32
+        self._translators: dict[tuple[str, torch.dtype], Any] = {}
+        self._references: dict[int, Any] = {}
+        self._reference_run: tuple[tuple, Any] | None = None
         super().__init__(model, tokenizer, **kwargs)
 
     # ------------------------------------------------------------------ options and loading
@@ -254,6 +298,21 @@ class LayersAdapter(LoopedLMAdapter):
             read_lens(options["lens"], n_layers=n, hidden=_hidden_size(config))
 
     @classmethod
+    def default_depths(cls, path: str | Path) -> int:
+        """Every layer: the checkpoint's layer count L (``num_hidden_layers``, GPT-2's
+        ``n_layer``), read from its ``config.json`` before any weight loads.
+
+        Raises:
+            AdapterInputError: an unsupported architecture.
+        """
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(path)
+        if config.model_type not in SUPPORTED:
+            raise AdapterInputError(cls.unsupported(config.model_type))
+        return _n_layers(config)
+
+    @classmethod
     def load(cls, path: str | Path, *, lens: str | Path | None = None, self_check: int | None = 4,
              check_text: bool = True, **kwargs: Any) -> LayersAdapter:
         """:meth:`LoopedLMAdapter.load`, with ``lens`` a tuned lens directory (``None``: the
@@ -277,7 +336,7 @@ class LayersAdapter(LoopedLMAdapter):
     def attach_lens(self, directory: str | Path) -> None:
         """Read a tuned lens (tuned-lens's ``params.pt`` and ``config.json``) for this model:
         translator t (``Linear(hidden, hidden)``, bias as the config says) is applied at depth
-        t < L, its parameters rounded once to the weights dtype as the model's are.
+        t < L, its parameters rounded once to each arm's weights dtype as the model's are.
 
         Raises:
             AdapterInputError: the lens is for another model (layer count, width or
@@ -301,18 +360,18 @@ class LayersAdapter(LoopedLMAdapter):
         hidden, bias = _hidden_size(self.model.config), bool(files.config.get("bias", True))
         translators = torch.nn.ModuleList(
             [torch.nn.Linear(hidden, hidden, bias=bias) for _ in range(self.n_layers)])
+        what = (f"--lens {files.directory / 'params.pt'}: not the {self.n_layers} translators of width {hidden} "
+                f"{'with' if bias else 'without'} bias its config.json describes")
+        problems = _state_dict_problems(translators.state_dict(), state)
+        if problems:
+            raise AdapterInputError(f"{what} ({problems})")
         try:
             translators.load_state_dict(state)
-        except (RuntimeError, TypeError, AttributeError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise AdapterInputError(f"--lens {files.directory / 'params.pt'}: not {self.n_layers} translators of "
-                                    f"width {hidden} ({first})") from None
-        translators = translators.to(self.device, torch.float32).eval().requires_grad_(False)
-        rounded = torch_dtype(self.weights_dtype)
-        for p in translators.parameters():
-            p.data = p.data.to(rounded).float()
+        except (RuntimeError, TypeError, AttributeError) as exc:  # values that are not tensors
+            raise AdapterInputError(f"{what} ({' '.join(str(exc).split()) or type(exc).__name__})") from None
         self.lens = files
-        self._translators = {torch.float32: translators}
+        self._lens_params = translators.to(self.device, torch.float32).eval().requires_grad_(False)
+        self._translators = {}
 
     @property
     def depth_info(self) -> DepthInfo:
@@ -354,14 +413,17 @@ class LayersAdapter(LoopedLMAdapter):
         return logits
 
     def _translator(self, dtype: torch.dtype) -> Any:
-        """The lens's translators with parameters stored in ``dtype`` (cast once, on first use)."""
+        """The lens's translators for the weights in use: parameters rounded once to
+        :attr:`weights_dtype` as the model's are, stored in ``dtype`` (built on first use)."""
         import copy
 
-        import torch
-
-        if dtype not in self._translators:
-            self._translators[dtype] = copy.deepcopy(self._translators[torch.float32]).to(dtype)
-        return self._translators[dtype]
+        key = (self.weights_dtype, dtype)
+        if key not in self._translators:
+            translators = copy.deepcopy(self._lens_params)
+            for p in translators.parameters():
+                p.data = p.data.to(torch_dtype(self.weights_dtype)).float().to(dtype)
+            self._translators[key] = translators
+        return self._translators[key]
 
     def lens_logits(self, x: torch.Tensor, depth: int, model: Any | None = None) -> torch.Tensor:
         """The readout of residual-stream rows ``x`` ``[..., hidden]`` at ``depth`` (1..L):
@@ -372,35 +434,42 @@ class LayersAdapter(LoopedLMAdapter):
             x = x + self._translator(x.dtype)[depth](x)
         return self._final(model, x)
 
-    # ------------------------------------------------------------------ family hooks
-    def embed(
-        self,
-        input_ids: torch.Tensor,
-        dtype: torch.dtype,
-        *,
-        position_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-    ) -> LayersContext:
-        """The model's own forward up to decoder layer 1, in ``dtype``: the embeddings and what
-        every layer receives, recorded from the forward itself.
+    # ------------------------------------------------------------------ inputs
+    def check_inputs(self, prompts: Sequence[Sequence[int]],
+                     continuations: Sequence[Sequence[Sequence[int]]] | None = None) -> None:
+        """Refuse, before anything is written, items the model cannot run: for an architecture
+        with a learned position table (GPT-2's ``n_positions``, OPT's
+        ``max_position_embeddings``), a prompt (label readout), or a prompt followed by its
+        longest continuation (answer text: a continuation's positions follow the prompt's),
+        longer than the table. A packed sequence may be longer than the table: its position ids
+        restart at ``len(x)`` for every continuation.
 
         Args:
-            input_ids: ``[batch, seq]`` int64 token ids.
-            dtype: the arm's recurrence dtype.
-            position_ids: ``[batch, seq]`` int64 positions (rotary or learned), default ``0..seq-1``.
-            attention_mask: ``[batch, seq, seq]`` bool, True where query ``i`` may attend key
-                ``j`` (a subset of causal attention); default causal.
+            prompts: per item, its prompt's token ids.
+            continuations: per item, its continuations' token ids (answer text), or ``None``.
 
         Raises:
-            AdapterInputError: ``attention_mask`` is given and ``seq`` exceeds the model's
-                sliding attention window.
+            AdapterInputError: one line: how many items, the longest, the limit and its field.
         """
-        import torch
+        field = self.arch.positions
+        if field is None:
+            return
+        limit = int(getattr(self.model.config, field))
+        conts = continuations if continuations is not None else [()] * len(prompts)
+        need = [len(p) + max((len(v) for v in c), default=0) for p, c in zip(prompts, conts, strict=True)]
+        over = [n for n in need if n > limit]
+        if over:
+            what = "prompts with their longest answer text" if continuations is not None else "prompts"
+            raise AdapterInputError(f"{len(over)} of {len(need)} {what} are longer than the model's {limit} learned "
+                                    f"positions ({field} in config.json; the longest has {max(over)} tokens); the "
+                                    f"layers adapter runs every prompt whole")
 
-        batch, seq = input_ids.shape
-        if position_ids is None:
-            position_ids = torch.arange(seq, device=input_ids.device).expand(batch, seq)
-        model = self.module(dtype)
+    # ------------------------------------------------------------------ family hooks
+    def _record(self, model: Any, input_ids: torch.Tensor,
+                position_ids: torch.Tensor) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+        """The model's own forward on ``input_ids`` ``[batch, seq]`` up to decoder layer 1:
+        ``h_0`` ``[batch, seq, hidden]`` and, per layer, the keyword arguments the forward passes
+        it (the name of its hidden-states parameter under ``"__hidden__"``)."""
         layers = self._layers(model)
         calls: list[tuple[tuple, dict] | None] = [None] * len(layers)
         last = self.n_layers - 1
@@ -441,16 +510,102 @@ class LayersAdapter(LoopedLMAdapter):
                 embeds = h
             named["__hidden__"] = hidden
             per_layer.append(named)
+        return embeds, per_layer
+
+    def _attention_patterns(self, model: Any, length: int, device: Any) -> list[tuple[int, torch.Tensor]]:
+        """Per decoder layer, the attention pattern the model's own forward builds for that layer
+        over one sequence of ``length`` tokens run alone (positions ``0..length-1``): ``(key,
+        [length, length] bool)``, True where the token at position q attends the one at position
+        k (causal; within ``sliding_window`` on a sliding layer). Layers the forward gives the same
+        mask share the key.
+
+        Raises:
+            RuntimeError: a recorded mask that is not a ``[1, 1, length, length]`` boolean or
+                0/-inf additive mask.
+        """
+        import torch
+
+        ids = torch.zeros((1, length), dtype=torch.long, device=device)
+        _, per_layer = self._record(model, ids, torch.arange(length, device=device)[None])
+        patterns: list[tuple[int, torch.Tensor]] = []
+        for i, named in enumerate(per_layer):
+            mask = named.get("attention_mask")
+            if mask is None:  # the attention implementation's own causal attention
+                patterns.append((0, torch.ones((length, length), dtype=torch.bool, device=device).tril()))
+                continue
+            if mask.dtype == torch.bool:
+                pattern = mask
+            else:
+                pattern = mask == 0
+                if not (pattern | (mask == torch.finfo(mask.dtype).min)).all():
+                    raise RuntimeError(f"layer {i + 1}'s attention mask is not a 0/-inf mask")
+            if tuple(pattern.shape) != (1, 1, length, length):
+                raise RuntimeError(f"layer {i + 1}'s attention mask has shape {tuple(mask.shape)}, "
+                                   f"not (1, 1, {length}, {length})")
+            patterns.append((id(mask), pattern[0, 0]))
+        return patterns
+
+    def _fit_causal_buffers(self, model: Any, seq: int) -> None:
+        """GPT-2's eager attention applies its own causal buffer, ``n_positions`` square, by
+        sequence index: a packed sequence longer than that (every ``[x, v_k]`` in it within
+        ``n_positions``: :meth:`check_inputs`) gets a larger causal triangle, the same mask."""
+        import torch
+
+        if self.arch.causal_buffer is None:
+            return
+        where, _, name = self.arch.causal_buffer.rpartition(".")
+        grown = None
+        for layer in self._layers(model):
+            owner = _path(layer, where) if where else layer
+            buffer = getattr(owner, name)
+            if buffer.shape[-1] < seq:
+                if grown is None:
+                    grown = torch.ones((seq, seq), dtype=torch.bool, device=buffer.device).tril()[None, None]
+                setattr(owner, name, grown)
+
+    def embed(
+        self,
+        input_ids: torch.Tensor,
+        dtype: torch.dtype,
+        *,
+        position_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> LayersContext:
+        """The model's own forward up to decoder layer 1, in ``dtype``: the embeddings and what
+        every layer receives, recorded from the forward itself.
+
+        With ``attention_mask`` (a packed answer-text run), every layer's recorded mask is
+        replaced by ``attention_mask`` intersected with that layer's own attention pattern over
+        a sequence run alone (:meth:`_attention_patterns`) read at the position ids of query and
+        key: a sliding layer's window is counted in positions, as ``[x, v_k]`` run alone counts
+        it.
+
+        Args:
+            input_ids: ``[batch, seq]`` int64 token ids.
+            dtype: the arm's recurrence dtype.
+            position_ids: ``[batch, seq]`` int64 positions (rotary or learned), default ``0..seq-1``.
+            attention_mask: ``[batch, seq, seq]`` bool, True where query ``i`` may attend key
+                ``j`` (a subset of causal attention); default causal.
+        """
+        import torch
+
+        batch, seq = input_ids.shape
+        if position_ids is None:
+            position_ids = torch.arange(seq, device=input_ids.device).expand(batch, seq)
+        model = self.module(dtype)
+        self._fit_causal_buffers(model, seq)
+        embeds, per_layer = self._record(model, input_ids, position_ids)
         if attention_mask is not None:
-            window = _sliding_window(model.config)
-            if window is not None and seq > window:
-                raise AdapterInputError(f"a packed sequence of {seq} tokens exceeds the model's sliding attention "
-                                        f"window ({window}); the layers adapter refuses it")
-            additive = torch.zeros((batch, 1, seq, seq), dtype=dtype, device=input_ids.device)
+            patterns = self._attention_patterns(model, int(position_ids.max()) + 1, input_ids.device)
+            query, key = position_ids[:, :, None], position_ids[:, None, :]
             eye = torch.eye(seq, dtype=torch.bool, device=attention_mask.device)
-            additive = additive.masked_fill(~(attention_mask | eye)[:, None], torch.finfo(dtype).min)
-            for named in per_layer:
-                named["attention_mask"] = additive
+            masks: dict[int, torch.Tensor] = {}
+            for named, (which, pattern) in zip(per_layer, patterns, strict=True):
+                if which not in masks:
+                    allowed = (attention_mask & pattern[query, key]) | eye
+                    masks[which] = torch.zeros((batch, 1, seq, seq), dtype=dtype, device=input_ids.device).masked_fill(
+                        ~allowed[:, None], torch.finfo(dtype).min)
+                named["attention_mask"] = masks[which]
         return LayersContext(embeds, tuple(per_layer))
 
     def initial_state(self, context: LayersContext, lengths: Sequence[int],
@@ -491,12 +646,35 @@ class LayersAdapter(LoopedLMAdapter):
         """Every depth 1..T: each layer is a different function."""
         return list(range(1, int(n_steps) + 1))
 
+    def _eager_reference(self) -> Any:
+        """The self-check's reference: a second instance of :attr:`model` that computes with
+        transformers' eager attention whatever :attr:`attn_implementation` the adapter runs (a
+        deep copy sharing the rounded parameters, so no second copy of the weights, switched by
+        transformers' own ``set_attn_implementation("eager")``; built once per weights).
+
+        Raises:
+            RuntimeError: transformers cannot switch the copy to eager attention.
+        """
+        import copy
+
+        model = self.model
+        reference = self._references.get(id(model))
+        if reference is None:
+            reference = copy.deepcopy(model, {id(p): p for p in model.parameters()})
+            reference.set_attn_implementation("eager")
+            if reference.config._attn_implementation != "eager":
+                raise RuntimeError(f"{type(model).__name__} cannot be switched to eager attention")
+            self._references[id(model)] = reference
+        return reference
+
     def own_forward_logits(self, input_ids: torch.Tensor, n_steps: int,
                            state: torch.Tensor | None = None) -> torch.Tensor:
-        """The reference at depth ``n_steps`` from the model's own forward (float32
-        :attr:`model`): its ``logits`` at depth L; below L, its ``output_hidden_states[t]``
-        through the lens (:meth:`lens_logits` on the model's own modules). ``state`` is ignored
-        (``h_0`` is the embeddings). ``[batch, seq]`` -> ``[batch, seq, vocab]`` float32.
+        """The reference at depth ``n_steps`` from the model's own forward, run with eager
+        attention by a second instance of the float32 :attr:`model` (:meth:`_eager_reference`):
+        its ``logits`` at depth L; below L, its ``output_hidden_states[t]`` through the lens
+        (:meth:`lens_logits` on the reference's own modules). One forward serves every depth of
+        the same ``input_ids``. ``state`` is ignored (``h_0`` is the embeddings).
+        ``[batch, seq]`` -> ``[batch, seq, vocab]`` float32.
 
         Raises:
             ValueError: ``n_steps`` outside 1..L.
@@ -506,11 +684,17 @@ class LayersAdapter(LoopedLMAdapter):
         t = int(n_steps)
         if not 1 <= t <= self.n_layers:
             raise ValueError(f"depth {t} outside 1..{self.n_layers}")
+        reference = self._eager_reference()
+        ids = input_ids.to(self.device)
+        key = (id(reference), tuple(ids.shape), ids.cpu().numpy().tobytes())
         with torch.inference_mode():
-            out = self.model(input_ids.to(self.device), output_hidden_states=True, use_cache=False)
+            if self._reference_run is None or self._reference_run[0] != key:
+                out = reference(ids, output_hidden_states=True, use_cache=False)
+                self._reference_run = (key, (out.hidden_states, out.logits))
+            hidden_states, logits = self._reference_run[1]
             if t == self.n_layers:
-                return out.logits.float()
-            return self.lens_logits(out.hidden_states[t].float(), t, self.model).float()
+                return logits.float()
+            return self.lens_logits(hidden_states[t].float(), t, reference).float()
 
 
 __all__ = ["LENS_FILES", "SUPPORTED", "LayersAdapter", "LayersContext", "TunedLensFiles", "read_lens", "unembed_hash"]

@@ -151,3 +151,226 @@ def test_unembed_hash_is_tuned_lens_own():
 
     w = np.random.default_rng(0).normal(size=(300, 40)).astype(np.float32)
     assert unembed_hash(w) == tensor_hash(w)
+
+
+# ---------------------------------------------------------------------- the model as defined: eager
+# attention, sliding windows, learned positions (issue 35). The reference here is the checkpoint
+# truncated to t layers (config num_hidden_layers = t) and loaded by transformers with eager
+# attention: its logits are the logit lens at depth t (its own final norm, head and soft-capping).
+
+#: per architecture, options that make attention differ where it matters on a short prompt: a
+#: sliding window of 8 (Gemma-2's and Qwen's sliding layers, every layer of Mistral and Phi-3),
+#: Gemma-2's attention soft-capping at 2.0 (scaled so that the attention logits reach it) and
+#: GPT-2's layer-scaled, upcast attention (both options SDPA ignores)
+BINDING = {
+    "gemma2": {"attn_logit_softcapping": 2.0, "query_pre_attn_scalar": 1, "sliding_window": 8},
+    "mistral": {"sliding_window": 8},
+    "phi3": {"sliding_window": 8},
+    "qwen2": {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 2},
+    "qwen3": {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 2},
+    "gpt2": {"scale_attn_by_inverse_layer_idx": True, "reorder_and_upcast_attn": True},
+}
+CONTINUATIONS = (" carbon dioxide", " oxygen", " nitrogen gas from the soil")
+
+
+@pytest.fixture(scope="module")
+def binding(tmp_path_factory):
+    """``binding(model_type, **more)``: a 6-layer tiny checkpoint with :data:`BINDING`'s options
+    (and ``more``), built once per module."""
+    from depthtraj_adapters.tiny import HUGINN_TOKENIZER
+    from depthtraj_adapters.tiny.layers import build_tiny_causal_lm
+
+    built = {}
+
+    def get(model_type: str, **more) -> Path:
+        key = (model_type, tuple(sorted(more.items())))
+        if key not in built:
+            out = tmp_path_factory.mktemp("binding") / model_type
+            built[key] = build_tiny_causal_lm(out, HUGINN_TOKENIZER, model_type=model_type, n_layers=6,
+                                              config={**BINDING.get(model_type, {}), **more})
+        return built[key]
+
+    return get
+
+
+def truncated(ckpt: Path, t: int, attn: str = "eager"):
+    """The checkpoint with its first ``t`` decoder layers only, loaded by transformers with
+    ``attn`` attention, weights rounded to bfloat16 as the adapter's arms round them."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(ckpt)
+    config.num_hidden_layers = t
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:t]
+    model = AutoModelForCausalLM.from_pretrained(ckpt, config=config, attn_implementation=attn,
+                                                 dtype=torch.float32).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    return model
+
+
+def text_reference(model, prompt: list[int], conts: list[list[int]]) -> list[float]:
+    """Each continuation's summed log-likelihood after the prompt, ``[x, v_k]`` run alone."""
+    sums = []
+    for cont in conts:
+        lp = torch.log_softmax(model(torch.tensor([prompt + cont])).logits[0].double(), -1)
+        sums.append(sum(float(lp[len(prompt) - 1 + j, c]) for j, c in enumerate(cont)))
+    return sums
+
+
+def max_error_against_truncated(adapter, ckpt, prompt, conts, attn="eager"):
+    """Largest |Δ| (nats) of the label readout (64 targets and the logsumexp) and of the packed
+    answer-text sums, at every depth, from the truncated ``attn`` reference."""
+    L = adapter.n_layers
+    targets = list(range(0, 64 * 997, 997))
+    label = adapter.label_readout([prompt], [targets], [0], L, FP32)
+    text = adapter.text_readout([prompt], [conts], [0], L, FP32)
+    worst_label = worst_text = 0.0
+    with torch.inference_mode():
+        for t in range(1, L + 1):
+            model = truncated(ckpt, t, attn)
+            logits = model(torch.tensor([prompt])).logits[0, -1].double()
+            ref = torch.log_softmax(logits, -1)[targets].numpy()
+            worst_label = max(worst_label, float(np.abs(label.logprob[0, t - 1] - ref).max()),
+                              abs(float(label.logsumexp[0, t - 1]) - float(torch.logsumexp(logits, -1))))
+            ref = text_reference(model, prompt, conts)
+            worst_text = max(worst_text, float(np.abs(text.logprob_sum[0, t - 1, : len(conts)] - ref).max()))
+    return worst_label, worst_text
+
+
+@pytest.mark.parametrize("model_type", sorted(SUPPORTED))
+def test_every_depth_equals_the_eager_model_truncated_to_it(model_type, binding):
+    """fp32, every depth t: the label readout and the packed answer-text sums equal the checkpoint
+    truncated to t layers with eager attention, within 1e-4 nats, for each architecture with the
+    options that change its attention bound on a 25-token prompt (windows of 8 positions,
+    Gemma-2's soft-capping at 2.0, GPT-2's layer-scaled attention). The self-check (every depth,
+    against an eager copy) passes, and the adapter says it runs eager attention."""
+    from depthtraj.adapter import encode_pair
+
+    ckpt = binding(model_type)
+    adapter = LayersAdapter.load(ckpt, arms=[FP32], self_check=6)
+    prompt = adapter.tokenizer(PROMPT)["input_ids"]
+    conts = [encode_pair(adapter.tokenizer, PROMPT, c)[1] for c in CONTINUATIONS]
+    window = BINDING.get(model_type, {}).get("sliding_window")
+    assert window is None or len(prompt) > 2 * window  # the window binds in the prompt and the packed text
+    label, text = max_error_against_truncated(adapter, ckpt, prompt, conts)
+    assert label <= 1e-4 and text <= 1e-4, (model_type, label, text)
+    assert adapter.attn_implementation == "eager" == adapter.model.config._attn_implementation
+
+
+def test_gemma2_attention_soft_capping_is_applied(binding):
+    """Gemma-2 soft-caps its attention logits (attn_logit_softcapping; 2.0 here, with unscaled
+    queries, so the cap binds; no window binds at 1024): every depth of the label and packed
+    answer-text readouts equals the truncated eager model within 1e-4 nats (SDPA, which drops
+    the cap, is 1.8 nats off on the labels and 3.6 on the text sums)."""
+    from depthtraj.adapter import encode_pair
+
+    ckpt = binding("gemma2", sliding_window=1024)
+    adapter = LayersAdapter.load(ckpt, arms=[FP32], self_check=6)
+    prompt = adapter.tokenizer(PROMPT)["input_ids"]
+    conts = [encode_pair(adapter.tokenizer, PROMPT, c)[1] for c in CONTINUATIONS]
+    label, text = max_error_against_truncated(adapter, ckpt, prompt, conts)
+    assert label <= 1e-4 and text <= 1e-4, (label, text)
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "gpt2"])
+def test_sdpa_is_another_model_on_these_checkpoints(model_type, binding):
+    """The options above matter (a check of the checkpoints the tests rely on, no adapter): the
+    same checkpoint truncated and run with SDPA (transformers' default, which ignores Gemma-2's
+    attn_logit_softcapping and GPT-2's layer scaling) is another model by tenths of a nat or
+    more, so the comparisons with the eager model tell the two apart."""
+    from depthtraj.adapter import encode_pair
+    from transformers import AutoTokenizer
+
+    ckpt = binding(model_type)
+    tokenizer = AutoTokenizer.from_pretrained(ckpt)
+    prompt = tokenizer(PROMPT)["input_ids"]
+    conts = [encode_pair(tokenizer, PROMPT, c)[1] for c in CONTINUATIONS]
+    label = text = 0.0
+    with torch.inference_mode():
+        for t in range(1, 7):
+            eager, sdpa = truncated(ckpt, t), truncated(ckpt, t, "sdpa")
+            ids = torch.tensor([prompt])
+            label = max(label, float((torch.log_softmax(eager(ids).logits[0, -1], -1)
+                                      - torch.log_softmax(sdpa(ids).logits[0, -1], -1)).abs().max()))
+            text = max(text, float(np.abs(np.subtract(text_reference(eager, prompt, conts),
+                                                      text_reference(sdpa, prompt, conts))).max()))
+    assert label > 0.1 and text > 0.1, (label, text)
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "gpt2"])
+def test_the_self_check_fails_a_model_that_is_not_the_eager_model(model_type, binding, monkeypatch):
+    """An adapter whose model runs SDPA on these checkpoints computes another model: its
+    self-check, whose reference is an eager copy of the model, refuses it."""
+    from depthtraj.adapter import AdapterSelfCheckError
+
+    monkeypatch.setattr(LayersAdapter, "attn_implementation", "sdpa")
+    with pytest.raises(AdapterSelfCheckError, match="differs from the model's own forward at depth"):
+        LayersAdapter.load(binding(model_type), arms=[FP32], self_check=6)
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "mistral", "qwen2"])
+def test_padded_batches_of_long_items_respect_the_sliding_window(model_type, binding):
+    """Padded batching: three ARC items of 30 to 60 prompt tokens (windows of 8), packed and
+    right-padded into one forward, score every continuation at every depth as the truncated
+    eager model scores ``[x, v_k]`` alone (fp32, within 1e-4 nats)."""
+    from depthtraj.collect import Source
+    from depthtraj.collect.questions import tokenize_items
+    from depthtraj.collect.run import arrangement_orders, load_questions
+
+    ckpt = binding(model_type)
+    adapter = LayersAdapter.load(ckpt, arms=[FP32], self_check=None, batching="padded")
+    questions = load_questions([Source("arc_challenge", SAMPLE, 3)], readout="text", options=False, loaded_tasks={})
+    items = tokenize_items(adapter.tokenizer, questions, arrangement_orders([len(q.choices) for q in questions], 1),
+                           readout="text", options=False)
+    prompts, conts = [it.prompt for it in items], [it.continuations for it in items]
+    assert min(map(len, prompts)) > 3 * 8 and len({len(p) for p in prompts}) == 3
+    r = adapter.text_readout(prompts, conts, [0, 1, 2], 6, FP32)
+    worst = 0.0
+    with torch.inference_mode():
+        for t in range(1, 7):
+            model = truncated(ckpt, t)
+            for i, (prompt, cs) in enumerate(zip(prompts, conts)):
+                ref = text_reference(model, prompt, cs)
+                worst = max(worst, float(np.abs(r.logprob_sum[i, t - 1, : len(cs)] - ref).max()))
+    assert worst <= 1e-4, worst
+
+
+def test_gpt2_scores_a_packed_sequence_longer_than_its_positions(binding):
+    """GPT-2 with 96 learned positions: an item whose packed sequence (prompt and four answer
+    texts, 101 tokens) is longer than its position table while each ``[x, v_k]`` fits scores as
+    the truncated eager model; a prompt longer than the table is refused by ``check_inputs``
+    in one line before anything runs."""
+    from depthtraj.adapter import AdapterInputError
+    from depthtraj.collect import Source
+    from depthtraj.collect.questions import tokenize_items
+    from depthtraj.collect.run import arrangement_orders, load_questions
+
+    ckpt = binding("gpt2", n_positions=96)
+    adapter = LayersAdapter.load(ckpt, arms=[FP32], self_check=6)
+    questions = load_questions([Source("arc_challenge", SAMPLE, 6)], readout="text", options=False, loaded_tasks={})
+    items = tokenize_items(adapter.tokenizer, questions, arrangement_orders([len(q.choices) for q in questions], 1),
+                           readout="text", options=False)
+    item = max(items, key=lambda it: it.length)
+    assert item.length > 96 >= len(item.prompt) + max(map(len, item.continuations))
+    adapter.check_inputs([item.prompt], [item.continuations])  # accepted
+    r = adapter.text_readout([item.prompt], [item.continuations], [0], 6, FP32)
+    with torch.inference_mode():
+        for t in range(1, 7):
+            ref = text_reference(truncated(ckpt, t), item.prompt, item.continuations)
+            assert np.abs(r.logprob_sum[0, t - 1, : len(ref)] - ref).max() <= 1e-4, t
+    with pytest.raises(AdapterInputError, match=r"^1 of 2 prompts are longer than the model's 96 learned positions "
+                                                r"\(n_positions in config.json; the longest has 97 tokens\)"):
+        adapter.check_inputs([[1] * 96, [1] * 97])
+    with pytest.raises(AdapterInputError, match="prompts with their longest answer text"):
+        adapter.check_inputs([[1] * 90], [[[2] * 3, [2] * 7]])
+
+
+def test_default_depths_is_every_layer(binding, tmp_path):
+    """``collect`` without ``--depths`` records every layer (a recurrent adapter: 32 steps)."""
+    from depthtraj.adapter import LoopedLMAdapter
+
+    assert LayersAdapter.default_depths(binding("gpt2")) == 6 == LayersAdapter.default_depths(binding("qwen3"))
+    assert LayersAdapter.default_depths(LayersAdapter.tiny_checkpoint(tmp_path / "l3", n_layers=3)) == 3
+    assert LoopedLMAdapter.default_depths(tmp_path) == 32

@@ -88,7 +88,7 @@ def _config_only(src: Path, out: Path, **changes) -> Path:
 
 
 @pytest.mark.parametrize("case", ["architecture", "depths", "lens_layers", "lens_width", "lens_files", "lens_model",
-                                  "lens_adapter"])
+                                  "lens_adapter", "lens_bias", "lens_missing", "positions"])
 def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -96,6 +96,8 @@ def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path)
     if case == "architecture":  # before weights: the directory has none
         bloom = _config_only(ckpt, tmp_path / "bloom", model_type="bloom", architectures=["BloomForCausalLM"])
         args, want = collect_args(bloom, out), "drives model_type llama, mistral"
+        want = (f"gpt_neox, opt checkpoints, but {bloom} is a 'bloom' checkpoint, which no installed adapter "
+                f"declares")
     elif case == "depths":  # before weights: the directory has none
         args, want = collect_args(_config_only(ckpt, tmp_path / "nw"), out), "has 6 decoder layers"
         args[args.index("--depths") + 1] = "7"
@@ -118,6 +120,29 @@ def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path)
             AutoModelForCausalLM.from_pretrained(ckpt).lm_head.weight.detach().numpy())
         args = collect_args(ckpt, out, "--lens", save_tuned_lens(other, tmp_path / "lens"))
         want = "a lens trained for another model"
+    elif case in ("lens_bias", "lens_missing"):  # config.json and params.pt disagree: every key named, one line
+        import torch
+
+        lens = save_tuned_lens(AutoModelForCausalLM.from_pretrained(ckpt), tmp_path / "lens")
+        if case == "lens_bias":  # the config says no bias, the parameters have biases
+            config = json.loads((lens / "config.json").read_text())
+            (lens / "config.json").write_text(json.dumps({**config, "bias": False}))
+            want = "(unexpected keys: 0.bias, 1.bias, 2.bias, 3.bias, 4.bias, 5.bias)"
+        else:  # translator 5 is missing
+            state = torch.load(lens / "params.pt", weights_only=True)
+            torch.save({k: v for k, v in state.items() if not k.startswith("5.")}, lens / "params.pt")
+            want = ("not the 6 translators of width 64 with bias its config.json describes (missing keys: 5.weight, "
+                    "5.bias)")
+        args = collect_args(ckpt, out, "--lens", lens)
+    elif case == "positions":  # GPT-2 with 96 positions: label prompts of up to 116 tokens, refused before writing
+        from depthtraj_adapters.tiny import HUGINN_TOKENIZER
+        from depthtraj_adapters.tiny.layers import build_tiny_causal_lm
+
+        gpt2 = build_tiny_causal_lm(tmp_path / "gpt2", HUGINN_TOKENIZER, model_type="gpt2", n_layers=6,
+                                    config={"n_positions": 96})
+        args = collect_args(gpt2, out)
+        want = ("2 of 6 prompts are longer than the model's 96 learned positions (n_positions in config.json; the "
+                "longest has 116 tokens)")
     else:  # an adapter that takes no lens
         from depthtraj_adapters.raven import HuginnAdapter
 
@@ -191,3 +216,29 @@ def test_adapters_lists_the_layers_adapter_and_tiny_writes_its_checkpoints(tmp_p
         res = depthtraj("tiny", *args)
         assert res.returncode == 2 and want in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "h").exists() and not (tmp_path / "b").exists()
+
+
+def test_collect_defaults_to_every_layer_and_scores_past_a_sliding_window(tmp_path):
+    """Without ``--depths`` a layer store records every layer (the progress bar counts layers);
+    answer texts whose packed sequences (60 to 104 tokens) are longer than Mistral's sliding
+    window (8 here) are scored, the store complete, its notes naming eager attention."""
+    import xarray as xr
+    from depthtraj_adapters.tiny import HUGINN_TOKENIZER
+    from depthtraj_adapters.tiny.layers import build_tiny_causal_lm
+
+    ckpt = build_tiny_causal_lm(tmp_path / "mistral", HUGINN_TOKENIZER, model_type="mistral", n_layers=6,
+                                config={"sliding_window": 8})
+    out = tmp_path / "m.zarr"
+    args = collect_args(ckpt, out, "--readout", "text")
+    del args[args.index("--depths"): args.index("--depths") + 2]
+    res = depthtraj(*args)
+    assert res.returncode == 0, res.stderr
+    assert f"--depths 6: the layers adapter's default for {ckpt}" in res.stderr
+    assert "arc_challenge × 6 layers" in res.stderr and "steps" not in res.stderr
+    attrs = json.loads((out / "zarr.json").read_text())["attributes"]["depthtraj"]
+    assert attrs["endpoint"] == 6 and "MistralForCausalLM (modeling_mistral.py), eager attention" in attrs["notes"]
+    ds = xr.open_zarr(out)
+    assert bool(ds["complete"].values.all()) and np.isfinite(ds["logprob_sum"].values[:, :, :4]).all()
+    assert depthtraj("validate", out).returncode == 0
+    help_text = " ".join(depthtraj("collect", "--help").stdout.replace("│", " ").split())
+    assert "Default: the adapter's: 32 steps; --adapter layers: every layer of the checkpoint." in help_text

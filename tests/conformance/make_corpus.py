@@ -65,7 +65,6 @@ def case(group: str, name: str, description: str, expect: tuple[str, ...] = (), 
 
 def _open(path, storage_options=None):
     import zarr
-
     from depthtraj.store import _zarr_store
 
     return zarr.open_group(
@@ -91,7 +90,6 @@ def conform_text(path, normalization: str = "char", *, storage_options=None, see
     Consolidated metadata, if the store had it, is rewritten.
     """
     import zarr
-
     from depthtraj.store import _zarr_store
 
     was_consolidated = (
@@ -251,7 +249,6 @@ def _declare_content_version(path: Path) -> None:
     """Declare the version a writer declares for what the case holds (spec §2: the oldest whose
     content the store holds), as the mutations may add 1.1 or 1.2 content after creation."""
     import zarr
-
     from depthtraj.models.v1 import FORMAT_VERSIONS, StoreAttrs, content_version
 
     g = _open(path)

@@ -339,18 +339,24 @@ def _command_line() -> str:
 def summary(
     stores: StoresArg,
     format: Annotated[str, typer.Option("--format", "-f", metavar="table|json",
-                                        help="One screen of lm-eval's columns, or lm-eval's results JSON (values at T) "
+                                        help="One screen of lm-eval's columns, or lm-eval's results JSON (values at T, "
+                                             "keyed by task and group name; '@arm' / '@store' suffixes when several) "
                                              "with the depth axis under 'depthtraj'.")] = "table",
     log_samples: Annotated[Optional[Path], typer.Option(
         metavar="PATH", help="Also write lm-eval-style per-question samples (doc id, prompt hash, per-candidate "
                              "log-likelihood and greedy flag at every depth): JSON Lines, or Parquet for *.parquet.")] = None,
+    include_path: Annotated[Optional[Path], typer.Option(
+        metavar="DIR", help="The directory of your own lm-eval task YAML files (lm-eval's --include_path), instead of "
+                            "the one recorded by collect --include-path.")] = None,
     allow_defects: AllowDefectsOpt = False,
 ) -> None:
-    """lm-evaluation-harness's acc, acc_norm and acc_bytes (± its stderr) per task and arm, at the
-    endpoint and at the best depth."""
+    """lm-evaluation-harness's acc, acc_norm and acc_bytes (± its stderr) per task, group and arm, at
+    the endpoint and at the best depth: every member task and each group's aggregate as lm-eval
+    computes it."""
     from .analysis.summary import run_summary
 
-    raise typer.Exit(run_summary(stores, fmt=format, log_samples=log_samples, allow_defects=allow_defects))
+    raise typer.Exit(run_summary(stores, fmt=format, log_samples=log_samples, allow_defects=allow_defects,
+                                 include_path=include_path))
 
 
 @app.command(cls=_Command)
@@ -427,15 +433,21 @@ def tasks(
     family: Annotated[Optional[str], typer.Option(
         metavar="NAME", help="List the tasks a family knows, e.g. --family lmeval (every task, group and tag of the "
                              "installed lm-evaluation-harness).")] = None,
+    include_path: Annotated[Optional[Path], typer.Option(
+        metavar="DIR", help="With --family lmeval: also your own lm-eval task YAML files in DIR (lm-eval's "
+                            "--include_path).")] = None,
 ) -> None:
     """The benchmark tasks installed (entry-point group depthtraj.tasks): name, source, licence and what
     --data must be."""
     from .tasks import TaskError, get_task, task_entry, task_names
 
+    if include_path is not None and family != "lmeval":
+        fail("--include-path goes with --family lmeval (lm-eval's own YAML tasks)")
     if family is not None:
         try:
             fam = task_entry(family)
-            names = fam.names() if hasattr(fam, "names") else None
+            names = None if not hasattr(fam, "names") else (
+                fam.names(include_path=include_path) if include_path is not None else fam.names())
         except TaskError as exc:
             fail(str(exc))
         if names is None:
@@ -577,8 +589,15 @@ def collect(
     num_fewshot: Annotated[Optional[int], typer.Option(
         metavar="N", help="lmeval:NAME tasks, answer-text readout without options: in-context examples of the "
                           "harness's own few-shot prompt (seeded as lm-eval seeds it). Default: the task's own.")] = None,
-    depths: Annotated[int, typer.Option(help="Endpoint T: record every recurrence step 1..T (--adapter layers: layers 1..T, T at most the layer count).")] = 32,
-    precision: Annotated[str, typer.Option(help="Comma-separated arms: bf16, bf16-fp32head, fp32.")] = "bf16",
+    include_path: Annotated[Optional[Path], typer.Option(
+        metavar="DIR", help="lmeval:NAME tasks: a directory of your own lm-eval task YAML files, searched besides the "
+                            "harness's own (lm-eval's --include_path); recorded in the store.")] = None,
+    depths: Annotated[Optional[int], typer.Option(
+        metavar="T", help="Endpoint T: record every recurrence step 1..T (--adapter layers: layers 1..T, T at most the "
+                          "layer count). Default: the adapter's: 32 steps; --adapter layers: every layer of the "
+                          "checkpoint.")] = None,
+    precision: Annotated[str, typer.Option(help="Comma-separated arms: bf16, bf16-fp32head, fp32 (weights rounded "
+                                                "to bf16), native (the checkpoint's own weights and dtype).")] = "bf16",
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
     batch_size: Annotated[str, typer.Option(
         metavar="N|auto", help="Items per batch. padded: items per forward (auto: the largest power of two that "
@@ -616,8 +635,15 @@ def collect(
     bars: list[_Progress] = []  # the bar starts with the first progress report, so an input
     # error before it (the common case) is exactly one line on stderr
 
+    plan = [depths, "steps"]  # the endpoint and what a depth is, as collect resolves them (on_plan)
+
+    def on_plan(endpoint: int, unit: str) -> None:
+        plan[:] = [endpoint, unit]
+
     def progress(done: int, total: int) -> None:
         if not bars:
+            label = f"{','.join(tasks)} × {plan[0]} {plan[1]}" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]"
+                                                                  if shard_ij else "")
             bars.append(_Progress(label).__enter__())
         bars[0](done, total)
 
@@ -632,12 +658,14 @@ def collect(
         if num_fewshot is not None and (readout == "label" or options):
             raise CollectError("--num-fewshot is the harness's F2 request (--readout text without --options); the "
                                "options template of F1/F3 is zero-shot")
-        label = f"{','.join(tasks)} × {depths} steps" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]" if shard_ij else "")
+        if include_path is not None and not any(t.startswith("lmeval:") for t in tasks):
+            raise CollectError("--include-path applies to lmeval:NAME tasks (lm-eval's own YAML tasks and groups)")
         try:
             summary = run_collect(
                 adapter=adapter,
                 model=model,
-                sources=[Source(t, Path(p), limit, num_fewshot=num_fewshot)
+                sources=[Source(t, Path(p), limit, num_fewshot=num_fewshot,
+                                include_path=include_path if t.startswith("lmeval:") else None)
                          for t, p in zip(tasks, paths)],
                 out=out,
                 depths=depths,
@@ -659,6 +687,7 @@ def collect(
                 probe_draws=probe_draws,
                 history=_command_line(),
                 lens=lens,
+                on_plan=on_plan,
             )
         finally:
             if bars:

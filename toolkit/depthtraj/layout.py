@@ -188,8 +188,21 @@ DATA_VARIABLES: tuple[str, ...] = (
 )
 
 __all__ = [
-    "ANCHOR", "ARRANGEMENT", "CANDIDATE", "CANDIDATE2", "COORDS", "DATA_VARIABLES", "DEPTH", "DIMS",
-    "depth_long_name",
-    "OPTIONAL", "POSITION", "PRECISION", "PROBES", "QUESTION", "REQUIRED_BY_KIND", "VARIABLES",
+    "ANCHOR",
+    "ARRANGEMENT",
+    "CANDIDATE",
+    "CANDIDATE2",
+    "COORDS",
+    "DATA_VARIABLES",
+    "DEPTH",
+    "DIMS",
+    "OPTIONAL",
+    "POSITION",
+    "PRECISION",
+    "PROBES",
+    "QUESTION",
+    "REQUIRED_BY_KIND",
+    "VARIABLES",
     "ArraySpec",
+    "depth_long_name",
 ]

@@ -6,6 +6,7 @@ a hub checkpoint of that architecture does, offline."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,8 @@ def tiny_model_types() -> tuple[str, ...]:
 
 
 def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, model_type: str = "llama",
-                         seed: int = 0, initializer_range: float = 0.08, n_layers: int = 4) -> Path:
+                         seed: int = 0, initializer_range: float = 0.08, n_layers: int = 4,
+                         config: Mapping[str, Any] | None = None) -> Path:
     """Build and save a random-weight causal LM of ``model_type`` with the tokenizer of
     ``tokenizer_dir`` (its vocabulary size; its files copied next to the weights).
 
@@ -55,6 +57,11 @@ def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, mode
 
     ``n_layers`` decoder layers (4 by default; §7's exits need depths 4..T−1 below T, so a
     store for ``exits`` wants 8 or more).
+
+    ``config``: keyword arguments of the configuration class that replace or add to the tiny
+    shape (e.g. ``{"sliding_window": 8}``, ``{"attn_logit_softcapping": 2.0}``,
+    ``{"use_sliding_window": True, "max_window_layers": 2}``), so a test can make an option
+    of the architecture bind on short prompts.
 
     Raises:
         ValueError: an architecture :func:`tiny_model_types` does not list.
@@ -74,6 +81,7 @@ def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, mode
         specials["pad_token_id"] = tokenizer.pad_token_id or 0
     shape = dict(_SHAPES[model_type])
     shape["n_layer" if "n_layer" in shape else "num_hidden_layers"] = n_layers  # before per-layer lists are built
+    shape.update(config or {})
     config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), initializer_range=initializer_range,
                                   **specials, **shape)
     if model_type == "gpt2":

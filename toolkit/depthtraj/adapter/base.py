@@ -4,6 +4,7 @@ self-check (:mod:`.selfcheck`), and loading a checkpoint with its weights rounde
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -16,7 +17,6 @@ from .errors import RevisionMismatchError, TokenizerLoadError
 from .hooks import AdapterHooks
 from .precision import (
     cast_parameters,
-    check_weights_dtype,
     dtype_kwarg,
     round_parameters,
     torch_dtype,
@@ -36,14 +36,17 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
     touch batching, seeding, packing or precision.
 
     Attributes:
-        model: the loaded model, weights rounded once to the arms' ``weights_dtype`` and stored in
-            float32 on :attr:`device`; it is also the float32 variant used by arms that compute in
-            float32.
+        model: the float32 variant of the loaded model for the weights of the arm in use (the
+            arm last prepared by :meth:`~depthtraj.adapter.engine.ReadoutEngine.arm_dtypes`):
+            weights rounded once to that arm's ``weights_dtype`` and stored in float32 on
+            :attr:`device`.
         tokenizer: the checkpoint's tokenizer.
         device: ``torch.device`` the model runs on.
         model_name: hub id or checkpoint directory name.
         revision: pinned commit hash of the checkpoint, or ``"local"``.
-        weights_dtype: dtype name the weights were rounded to.
+        weights_dtype: dtype name the weights of the arm in use were rounded to.
+        weights_dtypes: every weights dtype the arms use (one rounded copy of the weights each;
+            the standard arms share ``bfloat16``, the ``native`` arm keeps the checkpoint's own).
         pad_token_id: token used to right-pad batches (any id works: readouts never look at pads).
         batching: ``"invariant"`` (each item runs alone: scores independent of the batch in every
             arm) or ``"padded"`` (one right-padded forward per batch); see :data:`BATCHING_MODES`.
@@ -66,8 +69,11 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
     ) -> None:
         """Wrap an already loaded float32 ``model`` (see :meth:`load` for the usual route).
 
-        The weights are rounded to ``weights_dtype`` here, once, and a parameter-cast copy of the
-        model is made for every other dtype the ``arms`` compute in.
+        The weights are rounded here, once per weights dtype the ``arms`` use (``weights_dtype``
+        when no arm is given), and a parameter-cast copy of the model is made for every other
+        dtype the arms compute in. Arms sharing one weights dtype (the standard arms) round the
+        model in place; arms of several (e.g. ``bf16`` beside ``native`` on a float32
+        checkpoint) keep one float32 copy per weights dtype.
 
         Raises:
             ValueError: ``batching`` is not one of :data:`BATCHING_MODES`.
@@ -78,19 +84,32 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
             raise ValueError(f"batching must be one of {', '.join(BATCHING_MODES)}, got {batching!r}")
         self.batching = batching
         self.device = torch.device(device)
-        self.weights_dtype = weights_dtype
-        for arm in arms:
-            check_weights_dtype(weights_dtype, arm)
+        self.weights_dtypes = tuple(dict.fromkeys(arm.weights_dtype for arm in arms)) or (weights_dtype,)
+        self._active_weights = self.weights_dtypes[0]
         model = model.to(device=self.device, dtype=torch.float32).eval().requires_grad_(False)
-        round_parameters(model, torch_dtype(weights_dtype))
-        self.model = model
+        self._variants: dict[tuple[str, torch.dtype], Any] = {}
+        for i, weights in enumerate(self.weights_dtypes):
+            rounded = model if i == len(self.weights_dtypes) - 1 else copy.deepcopy(model)
+            round_parameters(rounded, torch_dtype(weights))
+            self._variants[weights, torch.float32] = rounded
         self.tokenizer = tokenizer
         self.model_name = model_name or type(model).__name__
         self.revision = revision
-        self._variants: dict[torch.dtype, Any] = {torch.float32: model}
         for arm in arms:
-            self.module(torch_dtype(arm.recurrence_dtype))
-            self.module(torch_dtype(arm.head_dtype))
+            self.arm_dtypes(arm)  # the variants every arm computes in
+        self._active_weights = self.weights_dtypes[0]
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype name the weights of the arm in use were rounded to."""
+        return self._active_weights
+
+    @property
+    def model(self) -> Any:
+        """The float32 variant of the model for the weights of the arm in use."""
+        import torch
+
+        return self._variants[self._active_weights, torch.float32]
 
     @classmethod
     def load(
@@ -110,9 +129,10 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
         Calls ``AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True,
         torch_dtype=torch.float32)`` and ``AutoTokenizer.from_pretrained(path,
         trust_remote_code=True)``, rounds all
-        weights once to the arms' common ``weights_dtype`` (``bfloat16`` for the standard arms:
-        every arm then uses the same bf16-rounded weights) and keeps one parameter-cast copy of
-        the model per dtype the arms compute in. Then runs :meth:`self_check` at depth
+        weights once per ``weights_dtype`` of the arms (``bfloat16`` for the standard arms:
+        every standard arm then uses the same bf16-rounded weights; the ``native`` arm its
+        checkpoint's own) and keeps one parameter-cast copy of the model per dtype the arms
+        compute in. Then runs :meth:`self_check` at depth
         ``self_check`` (``None`` skips it; ``check_text`` adds the packed answer-text probe).
 
         ``revision`` (a hub branch, tag or commit) is passed to both ``from_pretrained`` calls for
@@ -129,9 +149,6 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        weights = {arm.weights_dtype for arm in arms} or {"bfloat16"}
-        if len(weights) != 1:
-            raise ValueError(f"all arms must share one weights_dtype, got {sorted(weights)}")
         local = Path(str(path)).expanduser().is_dir()
         pin = {"revision": revision} if revision and not local else {}
         model = AutoModelForCausalLM.from_pretrained(
@@ -154,7 +171,6 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
             tokenizer,
             device=device,
             arms=arms,
-            weights_dtype=weights.pop(),
             model_name=model_name,
             revision=revision,
             batching=batching,
@@ -164,13 +180,16 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
         return adapter
 
     def module(self, dtype: torch.dtype) -> Any:
-        """The model variant whose parameters are stored in ``dtype`` (built on first use).
+        """The model variant whose parameters are stored in ``dtype``, for the weights of the arm
+        in use (built on first use).
 
-        All variants hold the same rounded weights; the float32 variant is :attr:`model` itself.
+        The variants of one weights dtype hold the same rounded weights; the float32 variant is
+        :attr:`model` itself.
         """
-        if dtype not in self._variants:
-            self._variants[dtype] = cast_parameters(self.model, dtype)
-        return self._variants[dtype]
+        key = (self._active_weights, dtype)
+        if key not in self._variants:
+            self._variants[key] = cast_parameters(self.model, dtype)
+        return self._variants[key]
 
 
 __all__ = ["LoopedLMAdapter"]

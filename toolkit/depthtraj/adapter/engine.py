@@ -44,12 +44,14 @@ class ReadoutEngine:
     probe_logit_budget: ClassVar[int] = 2**27
 
     def arm_dtypes(self, arm: PrecisionArm) -> tuple[torch.dtype, torch.dtype]:
-        """``(recurrence dtype, head dtype)`` of ``arm``, with the model variants of both built.
+        """``(recurrence dtype, head dtype)`` of ``arm``, with the model variants of both built;
+        ``arm``'s weights become the ones in use (:meth:`module`, :attr:`model`).
 
         Raises:
-            ValueError: the arm wants weights rounded to another dtype than this adapter's.
+            ValueError: the arm wants weights rounded to a dtype this adapter was not loaded for.
         """
-        check_weights_dtype(self.weights_dtype, arm)
+        check_weights_dtype(self.weights_dtypes, arm)
+        self._active_weights = arm.weights_dtype
         rec_dtype, head_dtype = torch_dtype(arm.recurrence_dtype), torch_dtype(arm.head_dtype)
         for dtype in (rec_dtype, head_dtype):  # build missing variants outside inference mode
             self.module(dtype)
@@ -179,7 +181,7 @@ class ReadoutEngine:
         lengths = [len(p) for p in prompts]
         if min(lengths) == 0:
             raise ValueError("every prompt needs at least one token")
-        check_weights_dtype(self.weights_dtype, arm)
+        check_weights_dtype(self.weights_dtypes, arm)
         if self.batching == "invariant" and batch > 1:
             out = []
             for i, (p, tg, sd) in enumerate(zip(prompts, targets, seeds, strict=True)):
@@ -309,7 +311,7 @@ class ReadoutEngine:
             raise ValueError("every item needs at least one continuation")
         if any(len(v) == 0 for c in continuations for v in c):
             raise ValueError("every continuation needs at least one token")
-        check_weights_dtype(self.weights_dtype, arm)
+        check_weights_dtype(self.weights_dtypes, arm)
         if probe_anchors and not shared_prefix:
             raise ValueError("the probes run on the shared-prefix text readout only")
         if self.batching == "invariant" and batch > 1:

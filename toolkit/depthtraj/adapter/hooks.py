@@ -70,6 +70,30 @@ class AdapterHooks(abc.ABC):
             raise AdapterInputError(f"adapter {getattr(cls, 'name', cls.__name__)!r} takes no option "
                                     f"{', '.join(unknown)}")
 
+    @classmethod
+    def default_depths(cls, path: str | Path) -> int:
+        """The endpoint T ``collect`` records when no ``--depths`` is given, for the checkpoint at
+        ``path`` (read before any weight loads): 32 recurrence steps by default; an adapter whose
+        depth axis has a natural end (the layers adapter: every layer, T = L) reads it from
+        ``config.json`` here.
+
+        Raises:
+            AdapterInputError: one line, when the checkpoint does not say.
+        """
+        return 32
+
+    def check_inputs(self, prompts: Sequence[Sequence[int]],
+                     continuations: Sequence[Sequence[Sequence[int]]] | None = None) -> None:
+        """Refuse items the model cannot run, before anything is written: ``collect`` calls it
+        once with every tokenised item of the collection (``prompts``, and for the answer-text
+        readout each item's ``continuations``) after loading and before the store is created,
+        so that a limit the checkpoint sets (a learned position table) is one line and exit 2,
+        not a failure mid-run. The default accepts everything.
+
+        Raises:
+            AdapterInputError: one line naming the limit and how many items exceed it.
+        """
+
     # ------------------------------------------------------------------ family hooks
     @abc.abstractmethod
     def embed(

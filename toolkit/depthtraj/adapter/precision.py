@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from depthtraj.models.v1 import PrecisionArm
@@ -61,12 +62,14 @@ def dtype_kwarg(dtype: torch.dtype) -> dict[str, Any]:
     return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
 
 
-def check_weights_dtype(weights_dtype: str, arm: PrecisionArm) -> None:
-    """Raise ``ValueError`` unless ``arm`` wants the weights rounded to ``weights_dtype``."""
-    if arm.weights_dtype != weights_dtype:
+def check_weights_dtype(weights_dtypes: str | Sequence[str], arm: PrecisionArm) -> None:
+    """Raise ``ValueError`` unless ``arm`` wants the weights rounded to one of
+    ``weights_dtypes`` (the dtypes an adapter rounded its weights to)."""
+    have = (weights_dtypes,) if isinstance(weights_dtypes, str) else tuple(weights_dtypes)
+    if arm.weights_dtype not in have:
         raise ValueError(
             f"arm {arm.name!r} wants weights rounded to {arm.weights_dtype}, but this adapter "
-            f"rounded them to {weights_dtype}"
+            f"rounded them to {' and '.join(have)} only"
         )
 
 

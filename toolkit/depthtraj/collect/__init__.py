@@ -32,6 +32,7 @@ from .checkpoint import (
     HUB_PROBE_TIMEOUT,
     check_model,
     check_models_extra,
+    checkpoint_dtype,
     hub_reachable,
     hub_unreachable_reason,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "check_model",
     "check_models_extra",
     "check_readout",
+    "checkpoint_dtype",
     "collect",
     "hub_reachable",
     "hub_unreachable_reason",

@@ -52,9 +52,9 @@ def _model_type(model) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None  # a hub id resolved elsewhere: from_pretrained reads it
 
-def adapters_for(model, exclude: str = "") -> str:
-    """Which installed adapters (other than ``exclude``) drive ``model``'s model_type (for an
-    error line)."""
+def _fitting_adapters(model, exclude: str = "") -> tuple[str | None, list[str]]:
+    """``model``'s config.json model_type and the installed adapters (other than ``exclude``) that
+    declare it."""
     from ..adapter import available_adapters, load_adapter_class
 
     mt = _model_type(model)
@@ -66,6 +66,13 @@ def adapters_for(model, exclude: str = "") -> str:
             continue
         if mt is not None and mt in getattr(cls, "model_types", ()) and name != exclude:
             fits.append(name)
+    return mt, fits
+
+def adapters_for(model, exclude: str = "") -> str:
+    """Which installed adapters (other than ``exclude``) drive ``model``'s model_type (a clause
+    for an error line: "a 'ouro' checkpoint: try --adapter ouro", "no installed adapter declares
+    a 'bloom' checkpoint")."""
+    mt, fits = _fitting_adapters(model, exclude)
     kind = f"a {mt!r} checkpoint" if mt else "this checkpoint"
     return f"{kind}: try --adapter {' or '.join(fits)}" if fits else f"no installed adapter declares {kind}"
 
@@ -75,8 +82,48 @@ def check_model_type(adapter_cls, adapter: str, model) -> None:
     accepted = tuple(getattr(adapter_cls, "model_types", ()) or ())
     mt = _model_type(model)
     if accepted and mt is not None and mt not in accepted:
+        _, fits = _fitting_adapters(model)
+        hint = f": try --adapter {' or '.join(fits)}" if fits else ", which no installed adapter declares"
         raise CollectError(f"--adapter {adapter} drives model_type {', '.join(accepted)} checkpoints, but {model} is "
-                           f"{adapters_for(model)}")
+                           f"a {mt!r} checkpoint{hint}")
+
+#: safetensors' dtype codes of floating tensors, as format dtype names
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+
+
+def checkpoint_dtype(model) -> str | None:
+    """The dtype the checkpoint's weights are stored in (a format dtype name), read before any
+    weight loads: ``config.json``'s ``torch_dtype`` (``dtype`` from transformers 4.56 on), else
+    the most common floating dtype in the safetensors headers; ``None`` when neither tells (a
+    hub id not on disk, ``.bin`` weights without a recorded dtype).
+
+    This is what the ``native`` precision arm keeps (lm-evaluation-harness's ``dtype="auto"``
+    reads the same ``torch_dtype``).
+    """
+    import json
+    from collections import Counter
+
+    root = Path(str(model))
+    try:
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    named = config.get("torch_dtype") or config.get("dtype") if isinstance(config, dict) else None
+    if isinstance(named, str) and named.removeprefix("torch.") in _SAFETENSORS_DTYPES.values():
+        return named.removeprefix("torch.")
+    shards = sorted(root.glob("*.safetensors")) if root.is_dir() else []
+    counts: Counter = Counter()
+    for shard in shards:
+        try:
+            with shard.open("rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(size)) if 0 < size < 100_000_000 else {}
+        except (OSError, ValueError):
+            continue
+        for name, entry in header.items():
+            if name != "__metadata__" and isinstance(entry, dict) and entry.get("dtype") in _SAFETENSORS_DTYPES:
+                counts[_SAFETENSORS_DTYPES[entry["dtype"]]] += 1
+    return counts.most_common(1)[0][0] if counts else None
 
 # ---------------------------------------------------------------------- --model, before loading
 #: A hub repository id as the hub accepts it: ``org/name``, each part letters, digits, ``-``,
@@ -342,6 +389,7 @@ __all__ = [
     "check_model",
     "check_model_type",
     "check_models_extra",
+    "checkpoint_dtype",
     "first_line",
     "hub_reachable",
     "hub_unreachable_reason",

@@ -57,18 +57,20 @@ class Item:
 
 def source_task(src: Source):
     """The installed task of ``src`` (:func:`depthtraj.tasks.get_task`), configured with its
-    few-shot setting; raises :class:`CollectError` (one line) for an unknown task or a
-    ``num_fewshot`` the task does not take."""
+    few-shot setting and include path; raises :class:`CollectError` (one line) for an unknown
+    task, or a ``num_fewshot`` or ``include_path`` the task does not take."""
     try:
         task = get_task(src.task)
     except TaskError as exc:
         raise CollectError(str(exc)) from None
-    if src.num_fewshot is not None:
+    if src.num_fewshot is not None or src.include_path is not None:
         if not hasattr(task, "configure"):
-            raise CollectError(f"--num-fewshot applies to lmeval:NAME tasks; {src.task} is read zero-shot from its "
+            flag = "--num-fewshot" if src.num_fewshot is not None else "--include-path"
+            raise CollectError(f"{flag} applies to lmeval:NAME tasks; {src.task} is read zero-shot from its "
                                f"release files")
         try:
-            task = task.configure(num_fewshot=src.num_fewshot)
+            task = task.configure(num_fewshot=src.num_fewshot,
+                                  **({"include_path": src.include_path} if src.include_path is not None else {}))
         except TaskError as exc:
             raise CollectError(str(exc)) from None
     return task
@@ -215,7 +217,7 @@ def task_info(src: Source, task, *, readout: str, options: bool) -> TaskInfo:
                           task_version=str(version if not isinstance(version, dict) else json_text(version)),
                           config_hash=prov["config_hash"],
                           num_fewshot=int(shots if not isinstance(shots, dict) else max(shots.values())),
-                          fewshot_seed=int(prov["fewshot_seed"]))
+                          fewshot_seed=int(prov["fewshot_seed"]), include_path=prov.get("include_path"))
     delims = {q for q in prov.get("target_delimiters", ())}
     return TaskInfo(
         name=task.name, source=f"{task.source}: {Path(src.path).name}", split=split, license=task.license,

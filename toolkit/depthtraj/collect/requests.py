@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..models.v1 import (
+    ARM_NAMES,
+    NATIVE_ARM,
     STANDARD_ARMS,
     PrecisionArm,
+    native_arm,
 )
 
 READOUTS = ("label", "text")
@@ -25,16 +28,20 @@ class Source:
     """One task's data to collect: the installed ``task`` name (``arc_challenge``, ``mmlu``,
     ``lmeval:hellaswag``, ...; ``depthtraj tasks``), ``path`` to its local data, optional
     ``limit`` (first N questions), ``split`` (recorded; default from the file name or the task)
-    and ``num_fewshot`` (lm-eval tasks only; None: the task's default)."""
+    and ``num_fewshot`` (lm-eval tasks only; None: the task's default); ``include_path`` (lm-eval
+    tasks only): a directory of your own task YAML files, lm-eval's ``--include_path``."""
 
     task: str
     path: str | Path
     limit: int | None = None
     split: str | None = None
     num_fewshot: int | None = None
+    include_path: str | Path | None = None
 
-def parse_precision(names: Sequence[str]) -> list[PrecisionArm]:
-    """The standard arms named (``bf16``, ``bf16-fp32head``, ``fp32``), in order.
+def parse_precision(names: Sequence[str], *, native_dtype: str = "float32") -> list[PrecisionArm]:
+    """The arms named, in order: the standard arms (``bf16``, ``bf16-fp32head``, ``fp32``:
+    weights rounded to bf16) and ``native`` (the checkpoint's own weights and dtype,
+    ``native_dtype``: :func:`~depthtraj.models.v1.native_arm`).
 
     Raises
     ------
@@ -44,11 +51,11 @@ def parse_precision(names: Sequence[str]) -> list[PrecisionArm]:
     arms = []
     for name in names:
         name = name.strip()
-        if name not in STANDARD_ARMS:
-            raise CollectError(f"unknown precision arm {name!r}; known: {', '.join(STANDARD_ARMS)}")
+        if name not in ARM_NAMES:
+            raise CollectError(f"unknown precision arm {name!r}; known: {', '.join(ARM_NAMES)}")
         if any(a.name == name for a in arms):
             raise CollectError(f"precision arm {name!r} given twice")
-        arms.append(STANDARD_ARMS[name])
+        arms.append(native_arm(native_dtype) if name == NATIVE_ARM else STANDARD_ARMS[name])
     if not arms:
         raise CollectError("at least one precision arm is needed")
     return arms

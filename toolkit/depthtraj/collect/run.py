@@ -17,6 +17,7 @@ from .. import __version__
 from .. import layout as L
 from ..adapter import BATCHING_MODES  # torch-free: the adapter module imports torch lazily
 from ..models.v1 import (
+    NATIVE_ARM,
     RECURRENCE_DEPTH,
     AdapterInfo,
     Execution,
@@ -37,6 +38,7 @@ from .checkpoint import (
     check_model,
     check_model_type,
     check_models_extra,
+    checkpoint_dtype,
     first_line,
 )
 from .memory import AUTO_BATCH_CAP, auto_batch_size
@@ -112,7 +114,14 @@ def _model_code(runner) -> str:
         where = Path(inspect.getfile(cls)).name
     except (TypeError, OSError):
         where = cls.__module__
-    return f"{cls.__name__} ({where})"
+    attention = getattr(runner, "attn_implementation", None)  # an adapter that chooses it (layers: eager)
+    return f"{cls.__name__} ({where})" + (f", {attention} attention" if isinstance(attention, str) else "")
+
+def _check_depths(depths: int) -> None:
+    if depths < 1:
+        raise CollectError(f"--depths must be >= 1, got {depths}")
+    if depths > MAX_DEPTHS:  # the score buffers hold every depth: refused before anything is allocated
+        raise CollectError(f"--depths must be <= {MAX_DEPTHS}, got {depths:,}")
 
 def collect(
     *,
@@ -120,7 +129,7 @@ def collect(
     model: str | Path,
     sources: Sequence[Source],
     out: str | Path,
-    depths: int = 32,
+    depths: int | None = None,
     precision: Sequence[str] = ("bf16",),
     device: str = "cpu",
     batch_size: int | str = "auto",
@@ -140,6 +149,7 @@ def collect(
     probe_draws: int = 512,
     history: str | None = None,
     lens: str | Path | None = None,
+    on_plan: Callable[[int, str], None] | None = None,
 ) -> CollectSummary:
     """Collect per-depth score trajectories and write a format-v1 store.
 
@@ -155,7 +165,10 @@ def collect(
     sources
         Task files; all questions go into one store (``task`` coordinate).
     depths
-        Endpoint T: every recurrence step ``1..T`` is recorded.
+        Endpoint T: every recurrence step ``1..T`` is recorded (a layer adapter: layers
+        ``1..T``). ``None``: the adapter's default for the checkpoint, read before weights load
+        (:meth:`~depthtraj.adapter.LoopedLMAdapter.default_depths`: 32 steps; the layers
+        adapter: every layer).
     precision
         Standard arm names (``bf16``, ``bf16-fp32head``, ``fp32``): the ``precision`` dim.
     resume
@@ -194,6 +207,10 @@ def collect(
         that reads depths through a lens (the ``layers`` adapter): the readout at depth t applies
         translator t before the final norm and head; ``None``: the adapter's default readout
         (the logit lens for ``layers``). An adapter that takes no lens refuses it.
+    on_plan
+        Called once, after the model loaded and before the first progress report, with the
+        endpoint T and what one depth is in words (``'steps'``, or ``'layers'`` for an adapter
+        whose depth is a layer), e.g. for a progress bar's label.
     history
         The store's root ``history`` attribute (CF): ``depthtraj collect`` passes the creation
         time and its exact command line; default a line naming the writer.
@@ -214,17 +231,15 @@ def collect(
     """
     t0 = time.perf_counter()
     log = log or (lambda msg: None)
-    if depths < 1:
-        raise CollectError(f"--depths must be >= 1, got {depths}")
-    if depths > MAX_DEPTHS:  # the score buffers hold every depth: refused before anything is allocated
-        raise CollectError(f"--depths must be <= {MAX_DEPTHS}, got {depths:,}")
+    if depths is not None:
+        _check_depths(depths)
     batch_size = parse_batch_size(batch_size)
     if batching not in BATCHING_MODES:
         raise CollectError(f"--batching must be one of {', '.join(BATCHING_MODES)}, got {batching!r}")
     if chunk_size < 1:
         raise CollectError(f"--chunk-size must be >= 1, got {chunk_size}")
     check_readout(readout, options, arrangements)
-    anchors = parse_probes(probes, depths)
+    anchors = parse_probes(probes, depths if depths is not None else MAX_DEPTHS)  # the syntax; clipped below
     if anchors and probe_draws < 1:
         raise CollectError(f"--probe-draws must be >= 1, got {probe_draws}")
     shard = parse_shard(shard if shard is None or isinstance(shard, str) else f"{shard[0]}/{shard[1]}")
@@ -272,9 +287,24 @@ def collect(
         log(f"--model {model}: the adapter's pinned revision {revision} (--revision to choose another)")
     model = checked
     check_model_type(adapter_cls, adapter, model)
+    if any(a.name == NATIVE_ARM for a in arms):  # the checkpoint's own weights dtype, before loading
+        native = checkpoint_dtype(model)
+        if native is None:
+            raise CollectError(f"--precision {NATIVE_ARM}: {model} does not say what dtype its weights are stored in "
+                               f"(no torch_dtype in config.json, no safetensors weights); use fp32 or bf16")
+        arms = parse_precision(precision, native_dtype=native)
+        log(f"--precision {NATIVE_ARM}: the checkpoint's own {native} weights, arithmetic in {native}")
     check_models_extra()
     check_device(device)
     adapter_options = {} if lens is None else {"lens": lens}
+    if depths is None:  # the adapter's default for this checkpoint, from config.json (no weights yet)
+        try:
+            depths = int(adapter_cls.default_depths(model))
+        except AdapterInputError as exc:
+            raise CollectError(" ".join(str(exc).split())) from None
+        _check_depths(depths)
+        anchors = parse_probes(probes, depths)
+        log(f"--depths {depths}: the {adapter} adapter's default for {model}")
     try:  # the adapter's own checks of depths and options, on config.json (no weights yet)
         adapter_cls.preflight(model, depths=depths, options=adapter_options)
     except AdapterInputError as exc:
@@ -307,6 +337,11 @@ def collect(
         log(f"--arrangements {arrangements}: balanced designs of K arrangements per question ({per}); the store's "
             f"arrangement dim has {orders.shape[1]}")
     items = tokenize_items(runner.tokenizer, questions, orders, readout=readout, options=options)
+    try:  # limits the model sets on the tokenised items (a learned position table), before anything is written
+        runner.check_inputs([it.prompt for it in items],
+                            [it.continuations for it in items] if readout == "text" else None)
+    except AdapterInputError as exc:
+        raise CollectError(" ".join(str(exc).split())) from None
     qs = question_set(questions, seed, orders, items)
     stored = stored_execution(out) if exists else None
     if batch_size == "auto" and batching == "padded" and stored is not None and stored.batching == "padded":
@@ -388,6 +423,8 @@ def collect(
     total = sum(c.stop - c.start for c in mine)
     todo = sum(c.stop - c.start for c in pending)
     done = total - todo
+    if on_plan:
+        on_plan(depths, "layers" if attrs.depth is not None and attrs.depth.kind == "layer" else "steps")
     if progress:
         progress(done, total)
     written = 0

@@ -132,6 +132,11 @@ class Harness(_Model):
     config_hash: str = Field(description="`sha256:<hex>` of the task's config as the harness loaded it.")
     num_fewshot: int = Field(ge=0, description="In-context examples in each prompt.")
     fewshot_seed: int = Field(description="Seed of the harness's few-shot sampler.")
+    include_path: str | None = Field(
+        default=None,
+        description="The directory of the user's own task YAML files the harness searched besides its "
+        "own (lm-eval's `include_path`); absent when the task is the harness's.",
+    )
 
 
 class TaskInfo(_Model):

@@ -13,6 +13,18 @@ one of:
 * for a group (``lmeval:mmlu``): a directory with one such entry per member task, named by the
   member's task name (``mmlu_anatomy``) or its ``dataset_name`` (``anatomy``).
 
+Your own YAML tasks and groups are found as lm-eval finds them: ``--include-path DIR`` is passed
+to ``TaskManager(include_path=DIR)`` (the harness's own tasks stay available), and the directory
+is recorded in the task's ``source`` in the store (``attrs.tasks[].source``), where
+``depthtraj summary`` finds it again.
+
+**Few-shot examples** come from where the harness takes them: the task's ``fewshot_split`` (or
+its ``fewshot_config.samples``), else its training split, else its validation split, else its
+test split. When that is the evaluation split itself (a YAML that names no training or few-shot
+split), the examples are drawn from the evaluation documents, as lm-eval does (its sampler
+leaves the document itself out when the task has no test split); a one-line note on stderr says
+so, as lm-eval warns.
+
 **F2 is the harness's own request**: the store's prompt of a question is the first element of
 ``construct_requests``' arguments — ``fewshot_context`` under ``--num-fewshot`` (default: the
 task's own) with the harness's sampler seeded as ``lm_eval.simple_evaluate`` seeds it (1234) —
@@ -33,19 +45,28 @@ argmax of the candidates' scores).
 
 The store's ``attrs.tasks[]`` entry records the harness's version, the task's name, version,
 config hash (sha256 of its YAML config as the harness loaded it) and few-shot setting.
+
+:func:`harness_layout` resolves a name into lm-eval's own structure without loading any data:
+its leaf tasks with their configs (group overrides applied, as the harness's ``TaskFactory``
+applies them) and metric lists, and its groups with their children and
+``aggregate_metric_list`` (what ``depthtraj summary`` aggregates as lm-eval does).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .base import LETTERS, Question, Task, TaskError, need_path
 
-__all__ = ["FEWSHOT_SEED", "LMEVAL_VERSION", "LmEvalTask", "LmEvalTasks", "OPTIONS_TEMPLATE_ID", "hash_string"]
+__all__ = ["DEFAULT_MC_METRICS", "FEWSHOT_SEED", "LMEVAL_VERSION", "OPTIONS_TEMPLATE_ID",
+           "AggregateMetric", "HarnessGroup", "HarnessLayout", "HarnessLeaf", "LmEvalTask", "LmEvalTasks",
+           "harness_layout", "hash_string", "include_dir"]
 
 #: The harness release the bridge is written against (the ``lmeval`` extra pins it).
 LMEVAL_VERSION = "0.4.13"
@@ -54,6 +75,9 @@ FEWSHOT_SEED = 1234
 OPTIONS_TEMPLATE_ID = "lmeval-options-v1"
 OPTIONS_TEMPLATE = "{description}{doc_to_text without a final 'Answer:'}\n{options}\nAnswer:"
 _DATA_FILES = (".jsonl", ".json", ".parquet")
+#: lm-eval's metrics of a multiple-choice task whose YAML has no ``metric_list``
+#: (``lm_eval.api.registry.DEFAULT_METRIC_REGISTRY['multiple_choice']``).
+DEFAULT_MC_METRICS = ("acc", "acc_norm")
 
 
 def hash_string(text: str) -> str:
@@ -79,17 +103,212 @@ def _harness():
     return lm_eval, TaskManager, ConfigurableTask
 
 
-_MANAGER: list = []
+_MANAGERS: dict = {}
 
 
-def _manager():
+def _manager(include_path: str | None = None):
+    """lm-eval's ``TaskManager`` (``include_path``: your own YAML directory, besides the harness's
+    tasks), one per include path and process: indexing every YAML takes seconds."""
     _, TaskManager, _ = _harness()
-    if not _MANAGER:
+    if include_path not in _MANAGERS:
         import logging
 
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
-        _MANAGER.append(TaskManager())
-    return _MANAGER[0]
+        _MANAGERS[include_path] = TaskManager(include_path=include_path) if include_path else TaskManager()
+    return _MANAGERS[include_path]
+
+
+def include_dir(path: str | Path | None) -> str | None:
+    """The absolute directory of ``--include-path`` (None: none given); a one-line
+    :class:`TaskError` when it is not a directory."""
+    if path is None or str(path) == "":
+        return None
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise TaskError(f"--include-path {path}: not a directory (lm-eval's include path is a directory of task YAML "
+                        f"files)")
+    return str(p.resolve())
+
+
+# -- lm-eval's structure of a name ---------------------------------------------------------------
+@dataclass(frozen=True)
+class AggregateMetric:
+    """One entry of a group's ``aggregate_metric_list``: ``metric``, the ``filters`` it aggregates
+    (None: every filter its members report; depthtraj's are all ``none``) and
+    ``weight_by_size``."""
+
+    metric: str
+    filters: tuple[str, ...] | None
+    weight_by_size: bool
+
+
+@dataclass(frozen=True)
+class HarnessLeaf:
+    """One leaf task as lm-eval builds it: ``name`` (its results key), ``alias`` (its
+    ``task_alias``, else the name), ``version`` (its ``Task.VERSION``), ``metrics`` (the names of
+    its ``metric_list``; lm-eval's multiple-choice default ``acc``, ``acc_norm`` without one),
+    ``higher_is_better`` per metric and ``config`` (the YAML config with the group's overrides)."""
+
+    name: str
+    alias: str
+    version: Any
+    metrics: tuple[str, ...]
+    higher_is_better: dict
+    config: dict = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class HarnessGroup:
+    """One group as lm-eval builds it: ``name``, ``alias`` (``group_alias``, else the name),
+    ``version`` (``metadata.version`` as text, else ``N/A``), ``aggregate`` (its
+    ``aggregate_metric_list``; empty: lm-eval reports no aggregate), ``children`` (its direct
+    members, lm-eval's ``group_subtasks``) and ``leaves`` (every leaf task below it, in order:
+    what lm-eval's ``Group.aggregate`` reads)."""
+
+    name: str
+    alias: str
+    version: str
+    aggregate: tuple[AggregateMetric, ...]
+    children: tuple[str, ...]
+    leaves: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HarnessLayout:
+    """What ``lmeval:NAME`` is to lm-eval: ``kind`` (``task``, ``group`` or ``tag``), its
+    ``leaves`` (name -> :class:`HarnessLeaf`, in the harness's order) and ``groups`` (name ->
+    :class:`HarnessGroup`, children before parents: the order of lm-eval's aggregation)."""
+
+    name: str
+    kind: str
+    leaves: dict
+    groups: dict
+
+
+def _kind(entry) -> str:
+    return str(getattr(entry.kind, "name", entry.kind)).lower()
+
+
+def harness_layout(name: str, include_path: str | None = None) -> HarnessLayout:
+    """lm-eval's structure of task, group or tag ``name``, read from the YAML index of
+    ``TaskManager(include_path=...)`` without loading any data.
+
+    Groups are expanded as lm-eval's ``TaskFactory`` builds them: a group's keys that are not
+    group fields, and a member entry's own keys, override its members' configs; tags expand to
+    their tasks in sorted order; a member not in the index is an inline task ``group::name``.
+
+    Raises:
+        TaskError: the extra is missing, or ``name`` is unknown (with close matches).
+    """
+    import dataclasses
+
+    from lm_eval.config.group import GroupConfig
+
+    tm = _manager(include_path)
+    registry = tm.task_index
+    if name not in registry:
+        from difflib import get_close_matches
+
+        near = get_close_matches(name, tm.all_tasks, n=3)
+        hint = f"; did you mean {', '.join('lmeval:' + n for n in near)}?" if near else ""
+        own = "" if include_path else "; your own YAML: --include-path DIR"
+        raise TaskError(f"unknown lm-eval task {name!r} (lm-evaluation-harness {_harness()[0].__version__}"
+                        f"{', include path ' + include_path if include_path else ''}){hint}{own}")
+    group_fields = {f.name for f in dataclasses.fields(GroupConfig)}
+    leaves: dict[str, HarnessLeaf] = {}
+    groups: dict[str, HarnessGroup] = {}
+    load = tm._factory._load_full_config
+
+    def leaf(cfg: dict) -> str:
+        for key in ("tag", "group", "task_list"):
+            cfg.pop(key, None)
+        task = str(cfg.get("task"))
+        if task not in leaves:
+            leaves[task] = _leaf_of(task, cfg)
+        return task
+
+    def group(gname: str, raw: dict, overrides: dict | None, within: tuple = ()) -> str:
+        if gname in within:
+            raise TaskError(f"lm-eval group {gname!r} contains itself (through {' -> '.join(within)})")
+        within = (*within, gname)
+        gcfg = GroupConfig(**{**{k: v for k, v in raw.items() if k in group_fields}, "group": gname})
+        merged = {**{k: v for k, v in raw.items() if k not in group_fields}, **(overrides or {})}
+        children: list[str] = []
+        members = raw.get("task")
+        for item in members if isinstance(members, list) else []:
+            if isinstance(item, dict) and "group" in item:
+                sub = str(item["group"])
+                inline = {k: v for k, v in item.items() if k != "group"}
+                if sub in registry:
+                    children.append(group(sub, load(registry[sub], None), {**merged, **inline}, within))
+                else:
+                    children.append(group(f"{gname}::{sub}", item, merged, within))
+                continue
+            if isinstance(item, dict):
+                if "task" not in item:
+                    raise TaskError(f"lm-eval group {gname!r}: a member entry has neither 'task' nor 'group'")
+                base, item_ov = str(item["task"]), ({**merged, **item} if merged else dict(item))
+            else:
+                base, item_ov = str(item), merged
+            entry = registry.get(base)
+            if entry is None:  # an inline task, namespaced as the harness does
+                cfg = {**item_ov, "task": f"{gname}::{base}"}
+                cfg["metadata"] = dict(cfg.get("metadata") or {})
+                children.append(leaf(cfg))
+            elif _kind(entry) == "group":
+                children.append(group(base, load(entry, None), item_ov, within))
+            elif _kind(entry) == "tag":
+                children += [leaf(load(registry[t], {"task": t, **item_ov}))
+                             for t in sorted(entry.tags) if t in registry]
+            else:
+                children.append(leaf(load(entry, {"task": base, **item_ov})))
+        below: list[str] = []
+        for c in children:
+            below += list(groups[c].leaves) if c in groups else [c]
+        groups[gname] = HarnessGroup(
+            name=gname, alias=str(gcfg.group_alias or gname),
+            version=str((gcfg.metadata or {}).get("version", "N/A")) if gcfg.metadata else "N/A",
+            aggregate=tuple(AggregateMetric(str(a.metric), None if a.filter_list is None else tuple(a.filter_list),
+                                            bool(a.weight_by_size)) for a in (gcfg.aggregate_metric_list or [])
+                            if isinstance(a.metric, str)),
+            children=tuple(children), leaves=tuple(dict.fromkeys(below)))
+        return gname
+
+    entry = registry[name]
+    kind = _kind(entry)
+    if kind == "tag":
+        for t in sorted(entry.tags):
+            if t in registry:
+                leaf(load(registry[t], None))
+    elif kind == "group":
+        group(name, load(entry, None), None)
+    else:
+        kind = "task"
+        leaf(load(entry, None))
+    return HarnessLayout(name=name, kind=kind, leaves=leaves, groups=groups)
+
+
+def _leaf_of(name: str, cfg: dict) -> HarnessLeaf:
+    from lm_eval.api.registry import is_higher_better
+
+    metrics, better = [], {}
+    listed = cfg.get("metric_list")
+    for m in listed if isinstance(listed, list) else [{"metric": x} for x in DEFAULT_MC_METRICS]:
+        metric = m.get("metric") if isinstance(m, dict) else None
+        if not isinstance(metric, str):
+            continue
+        metrics.append(metric)
+        hib = m.get("higher_is_better")
+        if hib is None:
+            try:
+                hib = is_higher_better(metric)
+            except Exception:  # noqa: BLE001 - a metric the registry does not know
+                hib = None
+        better[metric] = hib
+    meta = cfg.get("metadata")
+    version = meta["version"] if isinstance(meta, dict) and "version" in meta else "Yaml"
+    return HarnessLeaf(name=name, alias=str(cfg.get("task_alias") or name), version=version, metrics=tuple(metrics),
+                       higher_is_better=better, config=cfg)
 
 
 class LmEvalTasks:
@@ -105,16 +324,17 @@ class LmEvalTasks:
             raise TaskError("--task lmeval:NAME needs a task name, e.g. lmeval:hellaswag")
         return LmEvalTask(name)
 
-    def names(self) -> list[str]:
-        """Every task, group and tag name the installed harness indexes (not all multiple choice)."""
-        return list(_manager().all_tasks)
+    def names(self, include_path: str | Path | None = None) -> list[str]:
+        """Every task, group and tag name the installed harness indexes (not all multiple choice),
+        with your own YAML directory ``include_path`` (lm-eval's ``--include_path``)."""
+        return list(_manager(include_dir(include_path)).all_tasks)
 
 
 class LmEvalTask(Task):
     """One lm-eval task or group, read from a local copy of its dataset (see the module doc).
 
-    ``num_fewshot`` (None: the task's own default, else 0) and ``fewshot_seed`` are set before
-    :meth:`load` with :meth:`configure`."""
+    ``num_fewshot`` (None: the task's own default, else 0), ``fewshot_seed`` and ``include_path``
+    (your own YAML directory) are set before :meth:`load` with :meth:`configure`."""
 
     license = "see the dataset's card (lm-evaluation-harness does not record licences)"
     default_split = ""
@@ -127,12 +347,17 @@ class LmEvalTask(Task):
         self.data_help = LmEvalTasks.data_help
         self.num_fewshot: int | None = None
         self.fewshot_seed = FEWSHOT_SEED
+        self.include_path: str | None = None
         self._provenance: dict = {}
         self._leaves: list[str] = []
         self._letters = False  # the choices are the option letters themselves (MMLU's harness prompt)
 
-    def configure(self, *, num_fewshot: int | None = None, fewshot_seed: int = FEWSHOT_SEED) -> LmEvalTask:
-        """A copy of this task with its few-shot setting (the registry's instance is not changed)."""
+    def configure(self, *, num_fewshot: int | None = None, fewshot_seed: int = FEWSHOT_SEED,
+                  include_path: str | Path | None = None) -> LmEvalTask:
+        """A copy of this task with its few-shot setting and include path (the registry's instance
+        is not changed). ``include_path``: a directory of your own task YAML files, searched with
+        the harness's own (lm-eval's ``TaskManager(include_path=...)``); it is recorded in the
+        store's ``attrs.tasks[].harness.include_path``."""
         import copy
 
         if num_fewshot is not None and num_fewshot < 0:
@@ -140,51 +365,28 @@ class LmEvalTask(Task):
         out = copy.copy(self)
         out.num_fewshot = num_fewshot
         out.fewshot_seed = int(fewshot_seed)
+        out.include_path = include_dir(include_path)
+        out.source = (f"lm-evaluation-harness {LMEVAL_VERSION} task {self.task_name!r}"
+                      + (f" (your YAML in {out.include_path})" if out.include_path else ""))
         out._provenance, out._leaves, out._letters = {}, [], False
         return out
 
     # -- loading ----------------------------------------------------------------------------------
-    def _leaf_entries(self):
-        """``[(task name, index entry)]``: the task itself, or every member task of a group or tag
-        (recursively, in the group's order)."""
-        tm = _manager()
-        if self.task_name not in tm.task_index:
-            from difflib import get_close_matches
+    def _config(self, leaf: HarnessLeaf, data: Path, *, group: bool) -> tuple[dict, str | None]:
+        """The leaf's config for ``ConfigurableTask`` over the local copy, and the note to print
+        when its few-shot examples come from an evaluation split (else None)."""
+        import copy
 
-            near = get_close_matches(self.task_name, tm.all_tasks, n=3)
-            hint = f"; did you mean {', '.join('lmeval:' + n for n in near)}?" if near else ""
-            raise TaskError(f"unknown lm-eval task {self.task_name!r} (lm-evaluation-harness "
-                            f"{_harness()[0].__version__}){hint}")
-
-        def expand(name: str, seen: frozenset) -> list:
-            entry = tm.task_index.get(name)
-            if entry is None or name in seen:
-                return []
-            kind = str(getattr(entry.kind, "name", entry.kind)).lower()
-            if kind == "tag":
-                return [x for n in sorted(entry.tags) for x in expand(n, seen | {name})]
-            if kind == "group":
-                members = tm._factory._load_full_config(entry, None).get("task") or []
-                return [x for m in members if isinstance(m, str) for x in expand(m, seen | {name})]
-            return [(name, entry)]
-
-        leaves = expand(self.task_name, frozenset())
-        if not leaves:
-            raise TaskError(f"lm-eval group {self.task_name!r} has no member tasks depthtraj can load")
-        return leaves
-
-    def _config(self, entry, data: Path, leaf: str, *, group: bool) -> dict:
-        cfg = _manager()._factory._load_full_config(entry, None)
-        for key in ("tag", "group", "task_list"):
-            cfg.pop(key, None)
+        cfg = copy.deepcopy(leaf.config)
+        name = leaf.name
         out = cfg.get("output_type") or "generate_until"
         if out != "multiple_choice":
-            raise TaskError(f"lmeval:{leaf} is a {out} task (output_type {out!r}); depthtraj scores multiple-choice "
+            raise TaskError(f"lmeval:{name} is a {out} task (output_type {out!r}); depthtraj scores multiple-choice "
                             f"tasks only")
         if cfg.get("process_results") is not None:
-            raise TaskError(f"lmeval:{leaf} computes its metric with its own process_results (e.g. several true "
+            raise TaskError(f"lmeval:{name} computes its metric with its own process_results (e.g. several true "
                             f"answers, as TruthfulQA-MC2): the argmax of the candidates' scores is not its metric")
-        source = _member_source(data, leaf, cfg.get("dataset_name")) if group else data
+        source = _member_source(data, name, cfg.get("dataset_name")) if group else data
         if self.num_fewshot is not None and cfg.get("num_fewshot") != 0:
             cfg["num_fewshot"] = self.num_fewshot  # as simple_evaluate: a config's 0 is never overridden
         elif cfg.get("num_fewshot") is None:
@@ -193,66 +395,79 @@ class LmEvalTask(Task):
         have = _available_splits(source, eval_split)
         if eval_split not in have:
             raise TaskError(f"{source}: no {eval_split}.jsonl, {eval_split}.json or {eval_split}.parquet (the eval "
-                            f"split of lmeval:{leaf}) and no saved dataset with that split")
-        fs = cfg.get("fewshot_split") or (cfg.get("fewshot_config") or {}).get("split")
+                            f"split of lmeval:{name}) and no saved dataset with that split")
+        shots = int(cfg["num_fewshot"] or 0)
+        shot_split, from_samples = _shot_split(cfg)
+        note = None
+        if shots and not from_samples:
+            if shot_split not in have:
+                raise TaskError(f"{source}: {shots}-shot prompts of lmeval:{name} draw from its {shot_split!r} split, "
+                                f"which this copy lacks (a directory with {shot_split}.jsonl, or --num-fewshot 0)")
+            if shot_split == eval_split and not _named_shot_split(cfg):  # lm-eval's "preconfigured rule"
+                note = name
         for key in ("training_split", "validation_split", "test_split"):  # the splits this copy lacks
             if cfg.get(key) and cfg[key] not in have:
                 cfg[key] = None
-        shot_split = fs or cfg.get("training_split") or cfg.get("validation_split")
-        if cfg["num_fewshot"] and (shot_split is None or shot_split not in have or shot_split == eval_split and not fs):
-            want = fs or "train"
-            raise TaskError(f"{source}: {cfg['num_fewshot']}-shot prompts of lmeval:{leaf} draw from its {want!r} "
-                            f"split, which this copy lacks (a directory with {want}.jsonl, or --num-fewshot 0)")
         cfg["custom_dataset"] = _local_dataset(source, have)
         cfg["dataset_kwargs"] = None
-        return cfg
+        return cfg, note
 
     def load(self, path: str | Path) -> list[Question]:
         """The questions of the task (every member of a group, in the group's order), built by the
         harness from the local data at ``path``.
 
+        Prints one note on stderr (``depthtraj: note: ...``) when a task's few-shot examples are
+        drawn from its own evaluation documents, as lm-eval warns.
+
         Raises:
             TaskError: the extra is missing; an unknown, generative, multiple-input or
-                custom-metric task; data that is missing, of another layout, or without the fields
-                the task reads (one line each).
+                custom-metric task; data that is missing, of another layout, with too few
+                few-shot documents or without the fields the task reads (one line each).
         """
         lm_eval, _, ConfigurableTask = _harness()
         data = need_path(path)
-        leaves = self._leaf_entries()
-        group = len(leaves) > 1 or leaves[0][0] != self.task_name
+        layout = harness_layout(self.task_name, self.include_path)
+        if not layout.leaves:
+            raise TaskError(f"lm-eval group {self.task_name!r} has no member tasks depthtraj can load")
+        group = layout.kind != "task"
         questions: list[Question] = []
-        hashes, versions, shots = {}, {}, {}
-        for leaf, entry in leaves:
-            cfg = self._config(entry, data, leaf, group=group)
+        hashes, versions, shots, notes = {}, {}, {}, []
+        for leaf in layout.leaves.values():
+            cfg, note = self._config(leaf, data, group=group)
+            name = leaf.name
             try:
                 with _quiet():
                     task = ConfigurableTask(config=cfg)
             except TaskError:
                 raise
             except Exception as exc:  # noqa: BLE001 - datasets and jinja raise many types
-                raise TaskError(f"{data}: lmeval:{leaf} cannot read this data: {_fields_line(cfg)} "
+                raise TaskError(f"{data}: lmeval:{name} cannot read this data: {_fields_line(cfg)} "
                                 f"({_first_line(exc)})") from None
             if task.multiple_input:
-                raise TaskError(f"lmeval:{leaf} has multiple inputs (its choices are contexts for one shared "
+                raise TaskError(f"lmeval:{name} has multiple inputs (its choices are contexts for one shared "
                                 f"continuation, as WinoGrande): depthtraj scores candidates as continuations of one "
                                 f"prompt")
             if task.multiple_target:
-                raise TaskError(f"lmeval:{leaf} has several true answers per question; depthtraj's label is one "
+                raise TaskError(f"lmeval:{name} has several true answers per question; depthtraj's label is one "
                                 f"candidate")
+            _check_fewshot_pool(task, data, name)
+            if note:
+                notes.append((name, _eval_split(cfg), int(task.config.num_fewshot or 0),
+                              task.fewshot_cfg.split == task.config.test_split))
             task.set_fewshot_seed(seed=self.fewshot_seed)
             try:
                 with _quiet():  # the harness's progress bars and logs
                     task.build_all_requests()
-                questions += self._questions(task, leaf, group=group)
+                questions += self._questions(task, name, group=group)
             except TaskError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a document without the fields the templates read
-                raise TaskError(f"{data}: lmeval:{leaf} cannot build its requests from this data: "
+                raise TaskError(f"{data}: lmeval:{name} cannot build its requests from this data: "
                                 f"{_fields_line(cfg)} ({_first_line(exc)})") from None
-            hashes[leaf] = config_hash(cfg)
-            versions[leaf] = task.VERSION
-            shots[leaf] = int(task.config.num_fewshot or 0)
-        self._leaves = [leaf for leaf, _ in leaves]
+            hashes[name] = config_hash(cfg)
+            versions[name] = task.VERSION
+            shots[name] = int(task.config.num_fewshot or 0)
+        self._leaves = list(layout.leaves)
         self._provenance = {
             "harness": "lm-evaluation-harness", "harness_version": str(lm_eval.__version__),
             "task": self.task_name,
@@ -260,9 +475,12 @@ class LmEvalTask(Task):
             "num_fewshot": _one(shots), "fewshot_seed": self.fewshot_seed,
             "split": questions[0].id.split("/")[-2] if questions else "",  # <task>/<split>/<doc_id>
             "target_delimiters": sorted({q.target_delimiter for q in questions}),
+            "include_path": self.include_path,
         }
         if not questions:
             raise TaskError(f"{data}: lmeval:{self.task_name} found no documents")
+        if notes:
+            print(f"depthtraj: note: {_fewshot_note(notes)}", file=sys.stderr)
         self._letters = all(q.choices == tuple(LETTERS[: len(q.choices)]) for q in questions)
         return questions
 
@@ -343,6 +561,70 @@ def _fields_line(cfg: dict) -> str:
         return "the task's templates do not fit its documents"
 
 
+def _shot_split(cfg: dict) -> tuple[str, bool]:
+    """``(split, from_samples)``: the split lm-eval draws a task's few-shot examples from — its
+    few-shot split (``fewshot_config.split`` over ``fewshot_split``), else its training, else its
+    validation, else its test split (``Task.fewshot_docs``) — and whether its
+    ``fewshot_config.samples`` give them instead of a split."""
+    fs_cfg = cfg.get("fewshot_config") or {}
+    fs_cfg = fs_cfg if isinstance(fs_cfg, dict) else {}
+    fs = fs_cfg["split"] if "split" in fs_cfg else cfg.get("fewshot_split")
+    if fs:
+        return str(fs), False
+    if fs_cfg.get("samples") is not None:
+        return "", True
+    return str(cfg.get("training_split") or cfg.get("validation_split") or cfg.get("test_split") or "test"), False
+
+
+def _named_shot_split(cfg: dict) -> bool:
+    """Whether the task's YAML names its few-shot split (``fewshot_split`` or
+    ``fewshot_config.split``), so that lm-eval does not fall back to its preconfigured rule."""
+    fs_cfg = cfg.get("fewshot_config") if isinstance(cfg.get("fewshot_config"), dict) else {}
+    return bool(fs_cfg["split"] if "split" in fs_cfg else cfg.get("fewshot_split"))
+
+
+def _check_fewshot_pool(task, data: Path, name: str) -> None:
+    """A one-line :class:`TaskError` when the task's few-shot pool is smaller than its sampler
+    draws: ``n`` examples, ``n + 1`` when the pool is the evaluation split and lm-eval leaves the
+    document itself out (its sampler draws one more, then drops the document)."""
+    from lm_eval.api.samplers import ContextSampler, FirstNSampler
+
+    n = int(task.config.num_fewshot or 0)
+    sampler = getattr(task, "sampler", None)
+    if not n or sampler is None:
+        return
+    split, from_samples = _shot_split(task.config.to_dict())
+    own = task.fewshot_cfg.split == task.config.test_split  # lm-eval passes the document to leave out
+    if isinstance(sampler, FirstNSampler):  # the first n of the pool without the document
+        extra = own and not from_samples and split == _eval_split(task.config.to_dict())
+    elif type(sampler) is ContextSampler:  # draws n + 1, then drops the document
+        extra = own
+    else:
+        return
+    try:
+        pool = len(sampler.fewshot_docs())
+    except Exception:  # noqa: BLE001 - the harness reports what it cannot read
+        return
+    need = n + 1 if extra else n
+    if pool < need:
+        where = "its fewshot_config.samples hold" if from_samples else f"its {split!r} split has"
+        why = (f" ({n}, and one more: lm-eval draws {n + 1} to leave out the document itself)" if extra else "")
+        raise TaskError(f"{data}: too few few-shot documents for lmeval:{name}: {n}-shot prompts need {need}{why}, "
+                        f"{where} {pool} (add documents, or a smaller --num-fewshot)")
+
+
+def _fewshot_note(notes: list) -> str:
+    """One line for the tasks whose few-shot examples come from their evaluation split:
+    ``notes`` ``[(task, split, shots, leaves the document out)]``."""
+    parts = []
+    for name, split, shots, own in notes:
+        tail = ", each left out of its own examples)" if own else ", a document may be among its own examples)"
+        parts.append(f"lmeval:{name} ({shots}-shot, its {split!r} documents{tail}")
+    return (f"{'; '.join(parts)}: the task names no training or few-shot split, so its few-shot examples are drawn "
+            f"from the evaluation documents, as lm-eval does (lm-eval warns: num_fewshot > 0 but fewshot_split is "
+            f"None, using the preconfigured rule)")
+
+
 def _quiet():
     import contextlib
     import io
@@ -399,7 +681,9 @@ def _member_source(data: Path, leaf: str, dataset_name) -> Path:
         for cand in [data / name, *(data / f"{name}{ext}" for ext in _DATA_FILES)]:
             if cand.exists():
                 return cand
-    raise TaskError(f"{data}: no data for member task {leaf!r} (expected {data / leaf} or {data / str(dataset_name)})")
+    names = list(dict.fromkeys(str(n) for n in (leaf, dataset_name) if n))
+    where = " or ".join(f"{data / n} (a directory, or {n}.jsonl/.json/.parquet)" for n in names)
+    raise TaskError(f"{data}: no data for member task {leaf!r}: expected {where}")
 
 
 def _available_splits(source: Path, eval_split: str) -> dict:
