@@ -539,6 +539,10 @@ class LayersAdapter(LoopedLMAdapter):
                 pattern = mask == 0
                 if not (pattern | (mask == torch.finfo(mask.dtype).min)).all():
                     raise RuntimeError(f"layer {i + 1}'s attention mask is not a 0/-inf mask")
+            if pattern.ndim == 4 and pattern.shape[:3] == (1, 1, length) and pattern.shape[3] > length:
+                # transformers 4.54's GPT-2 builds its mask over more key slots than tokens (the
+                # attention slices it to the keys it has): the first ``length`` are the pattern
+                pattern = pattern[..., :length]
             if tuple(pattern.shape) != (1, 1, length, length):
                 raise RuntimeError(f"layer {i + 1}'s attention mask has shape {tuple(mask.shape)}, "
                                    f"not (1, 1, {length}, {length})")
