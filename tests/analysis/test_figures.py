@@ -73,9 +73,14 @@ def stores(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def document(stores):
+def computed(stores):
     return compute_analysis(list(stores.values()), bootstrap=DRAWS, seed=SEED, normalization="char",
-                            sections="3,4,5,6,7").document  # every section's figure, §7 included
+                            sections="3,4,5,6,7")  # every section's figure, §7 included
+
+
+@pytest.fixture(scope="module")
+def document(computed):
+    return computed.document
 
 
 def _only(document: dict, *stores: str) -> dict:
@@ -384,3 +389,272 @@ def test_precision_figure_draws_the_cumulative_distribution_from_the_atom(docume
     (tmp_path / "same").mkdir()
     for p in precision_figure(same, tmp_path / "same"):
         assert "bf16 = fp32" in recorder.seen[p.name]["texts"], recorder.seen[p.name]["texts"]
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 36: figures that can be read (integer depth ticks, shared y ranges, the exits figure)
+# ----------------------------------------------------------------------------------------------
+class FigureSnapshots:
+    """Wraps ``Figure.savefig`` (as :class:`_Recorder`): after each save, keeps what the tests
+    read back from the drawn figure, by file name: per visible axes its labels, title, the tick
+    labels matplotlib draws inside the view, its y range, lines, texts and filled bands; and the
+    figure's legend labels (with their handles' colours) and title."""
+
+    def __init__(self):
+        self.seen: dict[str, dict] = {}
+
+    def __call__(self, original):
+        def savefig(fig, fname, *args, **kwargs):
+            original(fig, fname, *args, **kwargs)
+            self.seen[Path(fname).name] = self.snapshot(fig)
+        return savefig
+
+    @staticmethod
+    def ticks(axis) -> list[str]:
+        lo, hi = sorted(axis.get_view_interval())
+        eps = 1e-9 * max(1.0, hi - lo)
+        return [t.label1.get_text() for t in axis.get_major_ticks() if lo - eps <= t.get_loc() <= hi + eps]
+
+    @classmethod
+    def snapshot(cls, fig) -> dict:
+        from matplotlib.collections import PolyCollection
+
+        fig.canvas.draw()
+        axes = []
+        for ax in fig.axes:
+            if not ax.get_visible():
+                continue
+            axes.append({
+                "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "title": ax.get_title(loc="left"),
+                "xticks": cls.ticks(ax.xaxis), "ylim": tuple(ax.get_ylim()), "xlim": tuple(ax.get_xlim()),
+                "lines": [{"x": np.asarray(ln.get_xdata(), dtype=float), "y": np.asarray(ln.get_ydata(), dtype=float),
+                           "color": ln.get_color(), "label": ln.get_label(), "marker": ln.get_marker()}
+                          for ln in ax.get_lines()],
+                "texts": [t.get_text() for t in ax.texts if t.get_visible() and t.get_text()],
+                "bands": sum(isinstance(c, PolyCollection) for c in ax.collections),
+            })
+        legend, colours = [], []
+        for leg in fig.legends:
+            legend += [t.get_text() for t in leg.get_texts()]
+            for h in leg.legend_handles:
+                colours.append(h.get_color() if hasattr(h, "get_color") else None)
+        title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+        return {"axes": axes, "legend": legend, "legend_colours": colours, "title": title}
+
+
+@pytest.fixture()
+def snapshots(monkeypatch):
+    import matplotlib.figure
+
+    rec = FigureSnapshots()
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", rec(matplotlib.figure.Figure.savefig))
+    return rec
+
+
+def _integers(labels: list[str]) -> bool:
+    return bool(labels) and all(lab.replace("−", "-").lstrip("-").isdigit() for lab in labels)
+
+
+def _six_layers(document: dict, store: str) -> dict:
+    """The store's document as a 6-depth store would give it (T=6, depths 1 … 5): the shape in
+    which matplotlib's default ticks read 1.0, 1.5, … 5.0."""
+    out = []
+    for an in _only(document, store)["analyses"]:
+        tables = {}
+        for name, t in an["tables"].items():
+            rows = [{**r, "T": 6} for r in t["rows"] if r.get("depth") is None or r["depth"] < 6]
+            tables[name] = {**t, "rows": rows}
+        out.append({**an, "tables": tables})
+    return {**document, "analyses": out, "comparisons": []}
+
+
+def test_depth_axes_carry_integer_ticks(document, stores, snapshots, tmp_path):
+    """issue 36: the prediction figure of a 6-layer store had ticks 1.0, 1.5, … 5.0. Every axis
+    labelled with a depth carries integer ticks, whatever the number of depths."""
+    from depthtraj.analysis.dynamics.figures import prediction_figure
+    from depthtraj.analysis.geometry.figures import ladder_figure, text_cdf_figure
+
+    checked = {}
+    for i, doc in enumerate((_six_layers(document, stores["f1"]), _six_layers(document, stores["f2"]),
+                             _only(document, stores["f1"]))):
+        (tmp_path / str(i)).mkdir()
+        for draw in (prediction_figure, ladder_figure, text_cdf_figure):
+            got = draw(doc, tmp_path / str(i))
+            for p in [] if isinstance(got, str) else got:  # read back before the next draw reuses the name
+                for ax in snapshots.seen[p.name]["axes"]:
+                    if "depth" in ax["xlabel"]:
+                        assert _integers(ax["xticks"]), (p.name, ax["xlabel"], ax["xticks"])
+                        checked.setdefault((i, draw.__name__), []).append(ax["xticks"])
+    assert {k[1] for k in checked} == {"prediction_figure", "ladder_figure", "text_cdf_figure"}
+    six = checked[(0, "prediction_figure")][0]  # the 6-depth store: 1 … 5, never 1.5
+    assert set(six) <= {"0", "1", "2", "3", "4", "5", "6"} and {"1", "5"} <= set(six), six
+
+
+def test_panels_that_compare_arms_share_their_y_range(document, stores, snapshots, tmp_path):
+    """issue 36: the ladder panels of two arms used different y ranges. The panels of one figure
+    (tasks × arms of a store) share one; the energy figures of one store's arms and tasks do too."""
+    from depthtraj.analysis.composition.figures import energy_figure
+    from depthtraj.analysis.geometry.figures import ladder_figure
+
+    (ladder,) = ladder_figure(_only(document, stores["f1"]), tmp_path)
+    axes = snapshots.seen[ladder.name]["axes"]
+    assert len(axes) == 4 and len({ax["ylim"] for ax in axes}) == 1, [ax["ylim"] for ax in axes]
+    # the panels' tallest bars differ (else one range would prove nothing)
+    tallest: dict[tuple, float] = {}
+    for an in _only(document, stores["f1"])["analyses"]:
+        for r in an["tables"].get("gains", {}).get("rows", []):
+            if r["grid"] == "native":
+                key = (r["task"], r["precision"])
+                tallest[key] = max(tallest.get(key, 0.0), r["G_tr"] + r["G_dp"])
+    assert len(set(tallest.values())) > 1, tallest
+    energy = energy_figure(_only(document, stores["f1"]), tmp_path)
+    assert len(energy) == 4
+    lefts = {snapshots.seen[p.name]["axes"][0]["ylim"] for p in energy}
+    rights = {snapshots.seen[p.name]["axes"][1]["ylim"] for p in energy}
+    assert len(lefts) == 1 and len(rights) == 1
+
+
+def _exit_curves(document: dict, store: str, task: str, arm: str) -> list[dict]:
+    return [r for an in _only(document, store)["analyses"] for r in an["tables"].get("exit_curves", {}).get("rows", [])
+            if r["task"] == task and r["precision"] == arm]
+
+
+def _curve_lines(ax: dict) -> list[dict]:
+    """The lines of an exits panel that are curves (not the reference lines, not the dots)."""
+    return [ln for ln in ax["lines"] if len(ln["x"]) >= 2
+            and not (np.array_equal(ln["x"], [0.0, 1.0]) and ln["y"][0] == ln["y"][-1])]
+
+
+def test_exits_figure_draws_what_its_legend_and_title_name(document, stores, snapshots, tmp_path):
+    """issue 36: the note about what Learn then Test cannot certify covered the curves, seven
+    legend entries named two visible lines, curves that doubled back drew closed rectangles and
+    the title promised dots and bars that were not drawn."""
+    from depthtraj.analysis.prediction.figures import exit_curves_of, exits_figure
+
+    paths = exits_figure(_only(document, stores["f1"]), tmp_path)
+    assert len(paths) == 4  # tasks × arms
+    for p in paths:
+        seen = snapshots.seen[p.name]
+        task = "arc_challenge" if "arc_challenge" in p.name else "mmlu"
+        arm = "bf16" if p.name.endswith("bf16.png") else "fp32"
+        left, right = seen["axes"]
+        # no note over the data: the axes hold no text; the store is too small for Learn then
+        # Test, which the title area says
+        assert left["texts"] == [] and right["texts"] == []
+        assert "No rule exits under Learn then Test" in seen["title"] and "≥ 91" in seen["title"]
+        assert "dots" not in seen["title"]  # no policy exits, no dot drawn
+        assert not any(len(ln["x"]) == 1 for ax in (left, right) for ln in ax["lines"])
+        # one legend entry per drawn curve, plus the two reference lines, nothing else
+        curves = exit_curves_of(_exit_curves(document, stores["f1"], task, arm))
+        drawn = _curve_lines(left)
+        assert len(drawn) == len(curves) == len(_curve_lines(right))
+        names = [c["name"] for c in curves]
+        assert seen["legend"][:len(names)] == names
+        assert len(seen["legend"]) == len(names) + 2 and seen["legend"][-2].startswith("target disagreement")
+        assert seen["legend"][-1].startswith("accuracy at T")
+        assert seen["legend_colours"][:len(names)] == [ln["color"] for ln in drawn]
+        # work saved on x: every curve is a graph in threshold order, never doubling back
+        for ln in drawn + _curve_lines(right):
+            assert np.all(np.diff(ln["x"]) >= 0), p.name
+            assert left["xlabel"] == right["xlabel"] == "work saved (%)"
+
+
+def test_exits_figure_names_equal_rules_together(document, stores, snapshots, tmp_path):
+    """Two rules with the same curve at every threshold are one drawn line named ``raw = mean``."""
+    from depthtraj.analysis.prediction.figures import exits_figure
+
+    out = []
+    for an in _only(document, stores["f1"])["analyses"]:
+        tables = dict(an["tables"])
+        if "exit_curves" in tables:
+            rows = [r for r in tables["exit_curves"]["rows"] if r["rule"] != "mean"]
+            rows += [{**r, "rule": "mean"} for r in tables["exit_curves"]["rows"] if r["rule"] == "raw"]
+            tables["exit_curves"] = {**tables["exit_curves"], "rows": rows}
+        out.append({**an, "tables": tables})
+    paths = exits_figure({**document, "analyses": out, "comparisons": []}, tmp_path)
+    for p in paths:
+        seen = snapshots.seen[p.name]
+        assert "raw = mean" in seen["legend"] and "mean" not in seen["legend"]
+        assert len(_curve_lines(seen["axes"][0])) == len(seen["legend"]) - 2
+
+
+def _exit_rules_tables(computed, store: str):
+    return [an.tables["exit_rules"] for an in computed.analyses if an.store == store and "exit_rules" in an.tables]
+
+
+def test_exit_rules_fold_never_rows_for_the_reader_only(computed, stores, monkeypatch):
+    """issue 36: 28 rows of "never 0.00 [0.00, 0.00]". Rules that never exit with the same
+    estimates are one row for the reader (terminal, report); the JSON and CSV keep every rule."""
+    import io
+    import json as _json
+
+    from depthtraj.analysis.core.tables import render_rich, table_csv
+    from depthtraj.analysis.prediction.tables import collapse_never_rows
+
+    (table,) = _exit_rules_tables(computed, stores["f1"])
+    rules = {r["rule"].split(" ")[0] for r in table.rows}
+    assert len(table.rows) == 2 * len(ARMS) * len(rules)  # every rule of every cell × arm
+    assert all(r["direction"] == "never" for r in table.rows)  # 32 questions: nothing certified
+    shown = table.shown_rows()
+    assert len(shown) == 2 * len(ARMS)  # one row per cell × arm
+    for r in shown:
+        assert r["rule"].endswith(f"({len(rules)} rules)") and r["work_saved"] == 0.0
+        assert all(name in r["rule"].replace("\n", " ") for name in rules)
+    # the machine-readable outputs are complete
+    assert len(_json.loads(_json.dumps(table.to_json()))["rows"]) == len(table.rows)
+    assert table_csv([table]).count("\n") == len(table.rows) + 1
+    doc_rows = _rows(computed.document, stores["f1"], "exit_rules")
+    assert len(doc_rows) == len(table.rows)
+    # rows that differ in a value stay apart
+    a, b = dict(table.rows[0]), dict(table.rows[1])
+    b["accuracy_exit"] = (b["accuracy_exit"] or 0.0) + 1.0
+    assert collapse_never_rows([a, b]) is None  # nothing folds: the rows are shown as they are
+    c = {**a, "rule": "other"}
+    (folded,) = collapse_never_rows([a, c])
+    assert folded["rule"].endswith("(2 rules)") and "other" in folded["rule"] and a["rule"] in folded["rule"]
+    # the terminal shows the folded rows and the long title once, however many chunks
+    an = next(x for x in computed.analyses if x.store == stores["f1"] and "exit_rules" in x.tables)
+    one = type(an)(**{**an.__dict__, "tables": {"exit_rules": table}})
+    buf = io.StringIO()
+    monkeypatch.setenv("COLUMNS", "110")
+    render_rich([one], buf)
+    text = buf.getvalue()
+    # the caption (several lines) once; later chunks and groups by the table's name only
+    assert text.count("Stopping rules, held out (Learn then Test") == 1
+    assert text.count("Stopping rules, held out") >= 2 and "continued" in text
+    assert text.count(f"({len(rules)} rules)") >= len(shown)
+
+
+def test_exits_figure_marks_the_policies_that_exit(document, stores, snapshots, tmp_path):
+    """A rule whose Learn-then-Test policy exits is a dot (with its intervals) in its curve's
+    colour on both panels; the title then names the dots, and the rules that never exit."""
+    from depthtraj.analysis.prediction.figures import exit_curves_of, exits_figure
+
+    out = []
+    for an in _only(document, stores["f1"])["analyses"]:
+        tables = dict(an["tables"])
+        if "exit_rules" in tables:
+            rows = []
+            for r in tables["exit_rules"]["rows"]:
+                if r["rule"] == "kl":
+                    r = {**r, "direction": "stat <= θ", "work_saved": 30.0, "work_saved_lo": 25.0, "work_saved_hi": 35.0,
+                         "disagreement": 1.0, "disagreement_lo": 0.0, "disagreement_hi": 2.0, "accuracy_exit": 40.0}
+                rows.append(r)
+            tables["exit_rules"] = {**tables["exit_rules"], "rows": rows}
+        out.append({**an, "tables": tables})
+    paths = exits_figure({**document, "analyses": out, "comparisons": []}, tmp_path)
+    for p in paths:
+        seen = snapshots.seen[p.name]
+        title = seen["title"].replace("\n", " ")
+        assert "dots: held-out Learn-then-Test policies" in title and "Never exit under Learn then Test" in title
+        assert "kl" not in title.split("Never exit", 1)[1].split(".")[0].split(", ")
+        assert "held-out Learn-then-Test policy (colour of its rule)" in seen["legend"]
+        task = "arc_challenge" if "arc_challenge" in p.name else "mmlu"
+        arm = "bf16" if p.name.endswith("bf16.png") else "fp32"
+        names = [c["name"] for c in exit_curves_of(_exit_curves(document, stores["f1"], task, arm))]
+        kl = next(n for n in names if "kl" in n.split(" = "))
+        left, right = seen["axes"]
+        colour = _curve_lines(left)[names.index(kl)]["color"]
+        for ax, y in ((left, 1.0), (right, 40.0)):
+            (dot,) = [ln for ln in ax["lines"] if len(ln["x"]) == 1 and ln["marker"] == "o"]
+            assert (dot["x"][0], dot["y"][0], dot["color"]) == (30.0, y, colour)

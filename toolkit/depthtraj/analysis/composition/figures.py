@@ -5,7 +5,8 @@
   scale, as the paper's caption says; the signed cross term E_× cannot be drawn on it and appears
   on the right), RIGHT each component's signed share Σ_i X_{i,t} / Σ_i E_{i,t} (%) of
   ``pd:eq:signed-components``, positive and negative contributions stacked separately (the four
-  shares sum to 100 %). One figure per store × task × arm.
+  shares sum to 100 %). One figure per store × task × arm; the figures of one store share their
+  y ranges (both panels), so its arms and tasks can be compared figure against figure.
 """
 
 from __future__ import annotations
@@ -40,6 +41,37 @@ def _rows(document: dict) -> list[dict]:
     return rows
 
 
+def _energies(rs: list[dict]) -> np.ndarray:
+    """The mean energies Q, E_M, E_κ of ``rs`` (rows × part), non-positive ones as NaN (a log
+    axis shows positive energies only)."""
+    v = np.array([[np.nan if r.get(f"mean_{key}") is None else r[f"mean_{key}"] for key, _, _ in _PARTS[:3]]
+                  for r in rs], dtype=float).reshape(len(rs), 3)
+    return np.where(v > 0, v, np.nan)
+
+
+def _stacks(rs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The positive and negative stacks of the signed shares of ``rs``."""
+    v = np.array([[r.get(f"share_{key}") or 0.0 for key, _, _ in _PARTS] for r in rs], dtype=float).reshape(len(rs), 4)
+    return np.where(v > 0, v, 0.0).sum(1), np.where(v < 0, v, 0.0).sum(1)
+
+
+def _store_ranges(rows: list[dict]) -> dict[tuple, tuple[tuple[float, float] | None, tuple[float, float]]]:
+    """Per (store, readout): the y ranges every figure of that store uses (log energies, signed
+    shares), so figures of its arms and tasks compare at a glance."""
+    out = {}
+    for key, rs in group_rows(rows, ("store", "readout")).items():
+        e = _energies(rs)
+        log = None
+        if np.isfinite(e).any():
+            lo, hi = float(np.nanmin(e)), float(np.nanmax(e))
+            log = (lo / 1.5, hi * 1.5)
+        pos, neg = _stacks(rs)
+        lo, hi = min(0.0, float(neg.min(initial=0.0))), max(100.0, float(pos.max(initial=0.0)))
+        pad = 0.05 * (hi - lo)
+        out[key] = (log, (lo - pad, hi + pad))
+    return out
+
+
 def energy_figure(document: dict, directory: Path) -> list[Path] | str:
     """``pd:fig:mass`` / ``pd:app:fig:ouro-energy`` (see the module doc); needs a label store
     (F1: the shared-distribution mass identity)."""
@@ -48,6 +80,7 @@ def energy_figure(document: dict, directory: Path) -> list[Path] | str:
         return "needs a label store (F1) analysed with section 5"
     plt = pyplot()
     out = []
+    ranges = _store_ranges(rows)
     for (store, _readout, task, prec), rs in group_rows(rows, ("store", "readout", "cell", "precision")).items():
         x = np.arange(len(rs))
         labels = [str(r["interval"]) for r in rs]
@@ -57,6 +90,9 @@ def energy_figure(document: dict, directory: Path) -> list[Path] | str:
             v = np.where(v > 0, v, np.nan)  # a log axis shows positive energies only
             axl.plot(x, v, marker="o", ms=2.5, lw=1.1, color=color, label=name)
         axl.set_yscale("log")
+        log_range, share_range = ranges[(store, _readout)]
+        if log_range is not None:
+            axl.set_ylim(*log_range)
         axl.set_ylabel("mean energy (nats², log scale)")
         pos, neg = np.zeros(len(rs)), np.zeros(len(rs))
         for key, name, color in _PARTS:
@@ -66,6 +102,7 @@ def energy_figure(document: dict, directory: Path) -> list[Path] | str:
             axr.bar(x, down, bottom=neg, color=color, width=0.8)
             pos, neg = pos + up, neg + down
         axr.axhline(0, color="black", lw=0.6)
+        axr.set_ylim(*share_range)
         axr.set_ylabel("signed share of Σ E (%)")
         step = max(1, -(-len(rs) // 8))
         for ax in (axl, axr):

@@ -21,11 +21,13 @@ __all__ = [
     "cell_of",
     "cell_title",
     "coverage",
+    "depth_ticks",
     "figure_title",
     "group_rows",
     "legend_below",
     "pyplot",
     "safe_name",
+    "share_y",
     "task_name",
     "save",
 ]
@@ -141,15 +143,37 @@ def legend_below(fig, axes, ncol: int = 4) -> None:
                    bbox_to_anchor=(0.5, 0.0))
 
 
-def figure_title(fig, text: str) -> None:
+def depth_ticks(ax, axis: str = "x") -> None:
+    """Integer ticks on a depth axis: depth is discrete (a recurrence step or a layer), so a
+    6-layer store reads 1, 2, … 5, never 1.0, 1.5, … (matplotlib's ``MaxNLocator(integer=True)``,
+    which still thins the ticks of a 64-step store)."""
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True))
+
+
+def share_y(axes) -> None:
+    """One y range across panels that compare arms, cells or stores, so their heights can be
+    read against each other: the visible panels share the first one's y axis (matplotlib's
+    ``Axes.sharey``; autoscaling covers every panel's data). Call it before drawing; every panel
+    keeps its own tick labels (a panel read alone still has its scale)."""
+    shown = [ax for ax in np.ravel(axes) if ax.get_visible()]
+    for ax in shown[1:]:
+        ax.sharey(shown[0])
+
+
+def figure_title(fig, text: str, *, fontsize: float | None = None) -> None:
     """A figure-level title (the model and the panel group), left-aligned above the panels, so
-    the panels' own titles stay short enough for the paper's column width."""
+    the panels' own titles stay short enough for the paper's column width; a ``\n`` in ``text``
+    starts a new line (a note under the title), each line wrapped to the figure's width."""
     import textwrap
 
     # wrapped to the figure's width (a character is about 0.6 em wide on average: about 15 per
     # inch at 8 pt), so a long task or model name is never cut at the right edge
-    width = max(40, int(fig.get_figwidth() * 72 / (0.6 * max(1.0, float(_STYLE["axes.titlesize"])))))
-    fig.suptitle("\n".join(textwrap.wrap(text, width)), x=0.01, ha="left", fontsize=_STYLE["axes.titlesize"])
+    size = float(fontsize if fontsize is not None else _STYLE["axes.titlesize"])
+    width = max(40, int(fig.get_figwidth() * 72 / (0.6 * max(1.0, size))))
+    lines = [line for part in text.split("\n") for line in (textwrap.wrap(part, width) or [""])]
+    fig.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=size)
 
 
 def save(fig, path: Path, *, label: str, panels: int) -> Path:

@@ -32,8 +32,6 @@ from typing import Any, TextIO
 import numpy as np
 
 from ... import layout as L
-
-
 from ..compat import moved_names
 from .grid import Grid, format_depths
 
@@ -51,6 +49,7 @@ __all__ = [
     "lazy_cell_rows",
     "render_csv",
     "render_rich",
+    "short_title",
     "small_population_note",
     "TIDY_COLUMNS",
     "tidy_rows",
@@ -108,9 +107,17 @@ class Table:
     rows: list[dict[str, Any]] = field(default_factory=list)
     groups: dict[str, str] = field(default_factory=dict)  # group -> sub-title
     rich: bool = True  # shown by the rich renderer (long distributions go to CSV/JSON only)
+    #: The rows as the terminal and the report show them, where that differs from ``rows``
+    #: (e.g. rules that never exit, with identical estimates, folded into one row); ``None``:
+    #: ``rows``. Presentation only: JSON, CSV and the data frame always carry every row of ``rows``.
+    display_rows: list[dict[str, Any]] | None = None
 
     def keys(self) -> list[str]:
         return [k for c in self.columns for k in c.keys()]
+
+    def shown_rows(self) -> list[dict[str, Any]]:
+        """The rows a reader is shown (:attr:`display_rows`, else :attr:`rows`)."""
+        return self.rows if self.display_rows is None else self.display_rows
 
     def to_dataframe(self):
         """The rows as a wide ``pandas.DataFrame``: one row per table row, one column per key
@@ -352,6 +359,16 @@ def _chunks(keys: list[Column], cols: list[Column], rows: Sequence[dict], width:
     return [c for c in out if c]
 
 
+def short_title(title: str, limit: int = 80) -> str:
+    """The head of a table title, for a continuation: the text before its first parenthesis,
+    colon or semicolon (``Stopping rules, held out``), at most ``limit`` characters."""
+    head = title
+    for sep in (" (", ":", ";", "\n"):
+        head = head.split(sep, 1)[0]
+    head = head.strip() or title.strip()
+    return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
+
+
 def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequence[Table] = ()) -> None:
     """Print every table with rich, readable in the terminal's width (100 columns or more):
 
@@ -359,7 +376,9 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequenc
     * a value column another table of the same analysis shows (``levels`` inside
       ``depth_area``) is printed once;
     * a table wider than the terminal is split into column chunks, the varying key columns
-      repeated, never truncated; counts print as integers.
+      repeated, never truncated; the title is printed in full above the first chunk only, later
+      chunks name the table and their place (``(2/3, continued)``); counts print as integers;
+    * the rows shown are :meth:`Table.shown_rows` (rows without information folded together).
     """
     import os
 
@@ -383,29 +402,35 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequenc
         if where:
             console.print(where, overflow="fold", style="dim")
         for table in tables:
-            if not table.rich or not table.rows:
+            rows = table.shown_rows()
+            if not table.rich or not rows:
                 continue
             const = constant_columns(table)
             const_keys = {c.key for c in const}
             covered = covered_keys(table, tables)
-            fixed = ", ".join(f"{c.header} {_fmt(c, table.rows[0])}" for c in const
-                              if c.key not in ("store", "grid_depths") and table.rows[0].get(c.key) not in (None, ""))
+            fixed = ", ".join(f"{c.header} {_fmt(c, rows[0])}" for c in const
+                              if c.key not in ("store", "grid_depths") and rows[0].get(c.key) not in (None, ""))
             keys = [c for c in table.columns if c.group == "key" and c.show and c.key not in const_keys]
+            first = True
             for group, subtitle in (table.groups or {"value": ""}).items():
                 cols = [c for c in table.columns if c.group == group and c.show and c.key not in covered]
                 if not cols:
                     continue
-                chunks = _chunks(keys, cols, table.rows, width)
+                chunks = _chunks(keys, cols, rows, width)
                 for i, chunk in enumerate(chunks):
                     part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
-                    title = f"{table.title}{part}\n{fixed}" + (f"\n{subtitle}" if subtitle else "")
+                    if first:  # the full title (a caption of several lines) once per table
+                        title = f"{table.title}{part}\n{fixed}" + (f"\n{subtitle}" if subtitle else "")
+                    else:
+                        title = f"{short_title(table.title)}{part}, continued" + (f"\n{subtitle}" if subtitle else "")
+                    first = False
                     rt = RichTable(title=escape(title.rstrip()), title_justify="left",
                                    show_lines=any(c.interval for c in chunk))
                     for c in keys:
-                        rt.add_column(c.header, no_wrap=True, min_width=_width(c, table.rows) - 3)
+                        rt.add_column(c.header, no_wrap=True, min_width=_width(c, rows) - 3)
                     for c in chunk:
-                        rt.add_column(c.header, justify="right", no_wrap=True, min_width=_width(c, table.rows) - 3)
-                    for row in table.rows:
+                        rt.add_column(c.header, justify="right", no_wrap=True, min_width=_width(c, rows) - 3)
+                    for row in rows:
                         if all(row.get(c.key) is None for c in chunk):
                             continue  # e.g. a difference row in the per-format group
                         rt.add_row(*[_fmt(c, row) for c in keys + chunk])

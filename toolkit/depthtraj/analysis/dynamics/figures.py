@@ -7,7 +7,7 @@
   together as the paper does, a colour per readout, a band per store (its first precision arm).
   Arms with the same curves are named together (``F1 · bf16 = fp32``) rather than one hiding
   under the other; arms that differ are drawn as unbanded lines of another style. One figure
-  per model × task.
+  per model × task. Depth ticks are integers (depth is discrete).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from ..core.plotting import (
-    coverage,
     FULL_WIDTH,
     analyses_of,
     arrays,
+    coverage,
+    depth_ticks,
     figure_title,
     group_rows,
     pyplot,
@@ -132,6 +133,7 @@ def prediction_figure(document: dict, directory: Path) -> list[Path] | str:
         axa.set_ylabel("accuracy A_t (%)")
         for ax in (axd, axa):
             ax.set_xlabel("depth t")
+            depth_ticks(ax)  # a 6-layer store reads 1 … 5, not 1.0, 1.5, …
             ax.set_ylim(-2, 102)
         axd.set_title(f"disagreement with the own depth-{T} winner", loc="left")
         axa.set_title("accuracy", loc="left")

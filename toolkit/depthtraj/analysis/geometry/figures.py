@@ -14,6 +14,9 @@
 * :func:`ladder_figure` — ``pd:fig:ladder`` (also ``pd:app:fig:arc-cdf``): G_tr(d) and G_dp(d)
   (pp) stacked at every preterminal native depth (``arxiv:eq:depth-gains``), label stores.
 
+The panels of one figure (task × arm cells) share one y range, and depth axes carry integer
+ticks (:func:`~depthtraj.analysis.core.plotting.share_y`, ``depth_ticks``).
+
 Each draw takes ``(document, directory)``, writes one PNG per store (model) and returns the
 paths, or returns the one-line reason the document cannot support the figure.
 """
@@ -25,17 +28,19 @@ from pathlib import Path
 import numpy as np
 
 from ..core.plotting import (
-    coverage,
     FULL_WIDTH,
     analyses_of,
     arrays,
     cell_of,
     cell_title,
+    coverage,
+    depth_ticks,
     group_rows,
     legend_below,
     pyplot,
     safe_name,
     save,
+    share_y,
     task_name,
 )
 
@@ -106,11 +111,14 @@ def text_geometry_figure(document: dict, directory: Path) -> list[Path] | str:
 
 
 def _panel_grid(plt, n: int, height: float = 2.0):
+    """``n`` panels in rows of two at the paper's width, sharing one y range: the panels are the
+    cells (task × arm) of one store, drawn to be compared (:func:`~..core.plotting.share_y`)."""
     ncol = 1 if n == 1 else 2
     nrow = -(-n // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(FULL_WIDTH, height * nrow + 0.5), squeeze=False)
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
+    share_y(axes.ravel()[:n])
     return fig, axes.ravel()[:n]
 
 
@@ -137,6 +145,7 @@ def _cdf(rows, grid, directory: Path, label: str, stem: str) -> list[Path]:
                 ax.step(d, f, where="post", color=color, label=name, lw=1.2)
             ax.set_xlim(d.min() - 0.5, T + 0.5)
             ax.set_ylim(0, 102)
+            depth_ticks(ax)
             ax.set_xlabel("depth d")
             ax.set_ylabel("F_j(d) (%)")
             ax.set_title(f"{cell_title(cr[0], 'readout')} · {task_name(task)} · {prec}", loc="left")
@@ -190,6 +199,7 @@ def ladder_figure(document: dict, directory: Path) -> list[Path] | str:
             gdp = np.array([float(r["G_dp"]) for r in cr])
             ax.bar(d, gtr, color="tab:blue", label="G_tr(d): translation removal", width=0.8)
             ax.bar(d, gdp, bottom=gtr, color="tab:green", label="G_dp(d): direction and pairing", width=0.8)
+            depth_ticks(ax)
             ax.set_xlabel("depth d")
             ax.set_ylabel("gain (pp)")
             ax.set_title(f"{cell_title(cr[0])} · {task_name(task)} · {prec} · T={cr[0].get('T')}", loc="left")

@@ -8,7 +8,8 @@
 * :func:`exit_rules_table` — every stopping rule of ``depthtraj exits`` under Learn then Test
   (target on the per-question disagreement): held-out work, disagreement, accuracy, the
   serving threshold calibrated on every question, and paired differences from the quotient
-  ranking (pp);
+  ranking (pp); rules that never exit with identical estimates are shown as one row
+  (:func:`collapse_never_rows`, presentation only: JSON and CSV keep every rule's row);
 * :func:`exit_curves_table` — every rule's curve over its threshold grid on all questions
   (CSV/JSON only): work, disagreement, accuracy, with intervals at every tenth threshold;
 * :func:`moment_table` — ``pd:app:tab:moment-prediction``: held-out raw-second-moment losses of
@@ -28,8 +29,8 @@ from ..core.grid import format_depths
 from ..core.tables import Column, Table, key_columns
 from .exits import CURVE_RULES, METHODS, OUTPUT_RULES
 
-__all__ = ["RULE_TITLES", "allocation_table", "exit_curves_table", "exit_rules_table", "moment_table", "prefix_table",
-           "skipped_rules", "small_sample_note"]
+__all__ = ["RULE_TITLES", "allocation_table", "collapse_never_rows", "exit_curves_table", "exit_rules_table",
+           "moment_table", "prefix_table", "skipped_rules", "small_sample_note"]
 
 #: How the tables name the rules.
 RULE_TITLES = {"raw": "raw ranking", "mean": "mean-centred ranking", "quotient": "quotient ranking",
@@ -181,7 +182,65 @@ def exit_rules_table(ev, *, store: str, model: str, readout: str = "F1", by: str
              + small_sample_note(ev))
     return Table("exit_rules", title, cols, rows,
                  groups={"value": "held-out evaluation; policy θ calibrated on every question",
-                         "diff": "paired differences from the quotient ranking"})
+                         "diff": "paired differences from the quotient ranking"},
+                 display_rows=collapse_never_rows(rows, by=by))
+
+
+#: The columns a folded row of rules may differ in: its name, and what is never shown (the
+#: per-fold thresholds; a never-exiting policy has no threshold).
+_FOLD_FREE = ("rule", "thresholds", "policy_threshold")
+
+
+def collapse_never_rows(rows: list[dict], *, by: str = "task") -> list[dict] | None:
+    """The rows of :func:`exit_rules_table` as the terminal and the report show them, or ``None``
+    when nothing folds.
+
+    Within a cell × arm, rules whose policy never exits (``direction`` "never") and whose every
+    estimate and interval is the same (typically work 0.00 [0.00, 0.00], disagreement 0, exits 0,
+    the accuracy at T) carry no information row by row: they are shown as one row, its rule
+    naming them (``raw, mean, quotient, kl, … (7 rules)``). The quotient ranking's own paired
+    difference (empty: it is the reference) counts as the zero it is. Rows that differ in any
+    shown value stay rows of their own; the order of first appearance is kept.
+
+    The fold is presentation only (:attr:`~depthtraj.analysis.core.tables.Table.display_rows`):
+    ``Table.rows``, and so the JSON (``exits -f json``, ``analysis.json``), the CSV and the data
+    frame, keep one row per rule with its own thresholds."""
+    import textwrap
+
+    every = sorted({k for r in rows for k in r} - set(_FOLD_FREE))
+
+    def signature(r: dict) -> tuple:
+        out = []
+        for k in every:
+            v = r.get(k)
+            if v is None and k.startswith("d_") and str(r.get("rule", "")).split(" ")[0] == "quotient":
+                v = 0.0  # quotient − quotient: the reference's difference from itself
+            out.append((k, round(v, 9) if isinstance(v, float) else v))
+        return tuple(out)
+
+    groups: dict[tuple, list[dict]] = {}
+    order: list[tuple] = []
+    for i, r in enumerate(rows):
+        key = ("never", signature(r)) if r.get("direction") == "never" else ("row", i)
+        if key not in groups:
+            order.append(key)
+        groups.setdefault(key, []).append(r)
+    if all(len(g) == 1 for g in groups.values()):
+        return None
+    shown = []
+    for key in order:
+        g = groups[key]
+        if len(g) == 1:
+            shown.append(g[0])
+            continue
+        names = ", ".join(str(r["rule"]) for r in g)
+        row = dict(next((r for r in g if not str(r["rule"]).startswith("quotient")), g[0]))
+        row["rule"] = "\n".join(textwrap.wrap(names, 24)) + f"\n({len(g)} rules)"
+        for k in _FOLD_FREE[1:]:
+            values = {str(r.get(k)) for r in g}
+            row[k] = g[0].get(k) if len(values) == 1 else None
+        shown.append(row)
+    return shown
 
 
 def small_sample_note(ev) -> str:
