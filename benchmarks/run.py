@@ -15,6 +15,7 @@ BENCHMARKS = {
     "collection.py": {"full": ["--width", "256"], "quick": ["--width", "64", "--questions", "4", "--steps", "8", "--arms", "bf16"]},
     "batching_drift.py": {"full": [], "quick": ["--families", "huginn", "--questions", "8", "--steps", "4"]},
     "layers_readout.py": {"full": ["--width", "256", "--layers", "8"], "quick": ["--width", "64", "--layers", "4", "--batch", "4", "--repeats", "1"]},
+    "lmeval_index.py": {"full": ["--repeats", "3"], "quick": ["--repeats", "1"]},
 }
 
 

@@ -16,6 +16,11 @@ from pathlib import Path
 
 import pytest
 
+# Off a terminal, long commands print stage lines once they have run 2 s (depthtraj.progress): what a
+# test compares on stderr must not depend on how fast this machine is, so stage lines are off
+# unless a test turns them on (tests/test_stages.py sets DEPTHTRAJ_STAGE_DELAY itself).
+os.environ.setdefault("DEPTHTRAJ_STAGE_DELAY", "86400")
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "toolkit" / "depthtraj" / "data"
 ARC_SAMPLE = DATA / "arc_challenge_sample.jsonl"

@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from depthtraj.cli import app
+from depthtraj.validate import Report, render_json, validate_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
-
-from depthtraj.cli import app
-from depthtraj.validate import Report, render_json, validate_store
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "v1" / "store-attrs.schema.json").read_text())
@@ -214,7 +213,8 @@ def _attrs_oracle(root: dict) -> set[str]:
 def _content_minor(a: dict) -> int:
     """The minor version the attrs' content needs (rules.md DT-ATTR-002, spec §2): `depth` 1.2;
     `execution`, `probes`, a task's `prompt_template`, `target_delimiter` or `harness` 1.1."""
-    minor = 2 if a.get("depth") is not None else 0
+    model = a.get("model")
+    minor = 2 if a.get("depth") is not None or (isinstance(model, dict) and model.get("random_weights") is not None) else 0
     if a.get("execution") is not None or a.get("probes") is not None:
         minor = max(minor, 1)
     tasks = a.get("tasks")
@@ -277,7 +277,7 @@ _LEAVES = [("format_version",), ("endpoint",), ("created",), ("device",), ("note
            ("probes",), ("probes", "anchors"), ("probes", "anchors", 0), ("probes", "score"), ("probes", "draws"),
            ("probes", "sigma"), ("execution",), ("execution", "batching"), ("execution", "batch_size"),
            # format 1.2
-           ("depth",), ("depth", "kind")]
+           ("depth",), ("depth", "kind"), ("model", "random_weights")]
 #: Values a lax parser would coerce into another field's type ("3" -> 3, 1 -> True, ...).
 _CONFUSABLE = st.sampled_from(["3", "16", "yes", "true", "1", True, False, 0, 1, 3, 3.0, 1700000000, "bf16"])
 _JSON = _CONFUSABLE | _CONFUSABLE | st.recursive(
@@ -499,7 +499,6 @@ def test_repeated_question_ids_found_alike_with_and_without_pandas(values, kind)
     import sys
 
     import pandas  # noqa: F401 - the hashing path
-
     from depthtraj.validate.structure import repeated_positions
 
     keys = np.array(values, dtype=np.dtypes.StringDType() if kind == "string" else object)

@@ -354,9 +354,58 @@ def summary(
     the endpoint and at the best depth: every member task and each group's aggregate as lm-eval
     computes it."""
     from .analysis.summary import run_summary
+    from .progress import stages
 
-    raise typer.Exit(run_summary(stores, fmt=format, log_samples=log_samples, allow_defects=allow_defects,
-                                 include_path=include_path))
+    with stages("depthtraj summary"):  # lm-eval's task index, when a group's aggregate needs it
+        code = run_summary(stores, fmt=format, log_samples=log_samples, allow_defects=allow_defects,
+                           include_path=include_path)
+    raise typer.Exit(code)
+
+
+@app.command(cls=_Command)
+def question(
+    store: Annotated[str, typer.Argument(metavar="STORE", help="Store path or fsspec URL.")],
+    qid: Annotated[str, typer.Argument(metavar="QID", help="The question's id (or, when no id matches, its position "
+                                                           "0..N-1 among the complete questions).")],
+    precision: Annotated[Optional[str], typer.Option(metavar="ARM", help="Precision arm (default: the store's "
+                                                                         "first).")] = None,
+    arrangement: Annotated[int, typer.Option(metavar="A", help="Arrangement (displayed order) to show; one the "
+                                                               "question uses.")] = 0,
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json",
+                                        help="A table of depth rows × candidate columns, or the same data as "
+                                             "JSON.")] = "table",
+    out: Annotated[Optional[Path], typer.Option(metavar="FILE.png", help="Also draw the trajectory (PNG): a line "
+                                                                         "per candidate, the winner per depth, "
+                                                                         "the flips.")] = None,
+    normalization: Annotated[Optional[str], typer.Option(
+        metavar="sum|token|char|lmeval", help="Text stores: show these scores instead of the stored ones (as "
+                                              "analyze --normalization).")] = None,
+    allow_defects: AllowDefectsOpt = False,
+) -> None:
+    """One question's trajectory: its candidates (label, text), their scores at every depth, the winner at
+    each depth, where it changes, and its start-to-end transition (W→C, C→W, W→W′, C→C, W=W;
+    pd:app:tab:transitions)."""
+    from .analysis.trajectory import run_question
+
+    raise typer.Exit(run_question(store, qid, precision=precision, arrangement=arrangement, fmt=format, out=out,
+                                  allow_defects=allow_defects, normalization=normalization))
+
+
+@app.command(cls=_Command)
+def glossary(
+    symbol: Annotated[Optional[str], typer.Argument(
+        metavar="[SYMBOL]", help="One symbol (W_q, τ or tau, Ξ or xi, A_t, D_j, …); default: every symbol.")] = None,
+) -> None:
+    """What the symbols of the tables and summaries mean (W_raw, W_q, τ, Ξ, A_t, D_j, …): each with
+    its definition and the paper's label, as the report's glossary gives them."""
+    from .analysis.report.glossary import GLOSSARY, glossary_lines, lookup
+
+    entries = GLOSSARY if symbol is None else lookup(symbol)
+    if not entries:
+        fail(f"no symbol {symbol!r} in the glossary; symbols: "
+             + ", ".join(dict.fromkeys(t for e in GLOSSARY for t in (e.tokens or (e.symbol,)))))
+    for line in glossary_lines(entries):
+        typer.echo(line)
 
 
 @app.command(cls=_Command)
@@ -414,11 +463,16 @@ def tiny(
             kw[key] = value
     if layers is not None and not 1 <= layers <= 64:
         fail(f"--layers must be in 1..64, got {layers}")
+    types = tuple(getattr(cls, "model_types", ()) or ())
+    if model_type is not None and types and model_type not in types:  # before torch loads (seconds)
+        fail(f"no tiny {model_type!r} model; tiny architectures: {', '.join(types)}")
     from .collect import check_models_extra
+    from .progress import stages
 
     try:
         check_models_extra()
-        with atomic_directory(out) as tmp:
+        with atomic_directory(out) as tmp, stages("depthtraj tiny") as status:
+            status.update(f"building a tiny random-weight {adapter} checkpoint (torch, transformers, save_pretrained)")
             cls.tiny_checkpoint(tmp, seed=seed, **kw)
     except (OutputExists, NotImplementedError, ValueError) as exc:
         fail(" ".join(str(exc).split()))
@@ -430,31 +484,64 @@ def tiny(
 
 @app.command(cls=_Command)
 def tasks(
+    pattern: Annotated[Optional[str], typer.Argument(
+        metavar="PATTERN", help="Only the names matching this glob (quote it: 'mmlu_*', '*arc*').")] = None,
     family: Annotated[Optional[str], typer.Option(
-        metavar="NAME", help="List the tasks a family knows, e.g. --family lmeval (every task, group and tag of the "
-                             "installed lm-evaluation-harness).")] = None,
+        metavar="NAME", help="List the tasks a family knows, e.g. --family lmeval (the multiple-choice tasks of the "
+                             "installed lm-evaluation-harness, and the groups and tags of them: what collect "
+                             "takes).")] = None,
     include_path: Annotated[Optional[Path], typer.Option(
         metavar="DIR", help="With --family lmeval: also your own lm-eval task YAML files in DIR (lm-eval's "
                             "--include_path).")] = None,
+    all_names: Annotated[bool, typer.Option(
+        "--all", help="With --family lmeval: every task, group and tag name the harness indexes, generative ones "
+                      "included.")] = False,
 ) -> None:
     """The benchmark tasks installed (entry-point group depthtraj.tasks): name, source, licence and what
-    --data must be."""
+    --data must be; with --family, the names a task family knows."""
+    from fnmatch import fnmatchcase
+
     from .tasks import TaskError, get_task, task_entry, task_names
 
     if include_path is not None and family != "lmeval":
         fail("--include-path goes with --family lmeval (lm-eval's own YAML tasks)")
+    if all_names and family is None:
+        fail("--all goes with --family (e.g. --family lmeval: every name, not only those collect takes)")
     if family is not None:
+        from .progress import stages
+
+        glob = pattern.split(":", 1)[1] if pattern and pattern.startswith(f"{family}:") else pattern
+        kw = {} if include_path is None else {"include_path": include_path}
         try:
             fam = task_entry(family)
-            names = None if not hasattr(fam, "names") else (
-                fam.names(include_path=include_path) if include_path is not None else fam.names())
         except TaskError as exc:
             fail(str(exc))
-        if names is None:
+        if not hasattr(fam, "names"):
             fail(f"{family!r} is not a task family")
-        typer.echo("\n".join(f"{family}:{n}" for n in names))
+        try:
+            with stages("depthtraj tasks"):
+                filtered = not all_names and hasattr(fam, "collectable_names")
+                names = fam.collectable_names(**kw) if filtered else fam.names(**kw)
+                every = fam.names(**kw) if filtered and glob else names
+        except TaskError as exc:
+            fail(str(exc))
+        shown = [n for n in names if glob is None or fnmatchcase(n, glob)]
+        if glob is not None and not shown:
+            others = sum(1 for n in every if fnmatchcase(n, glob))
+            fail(f"no {family} task matches {pattern!r}" + (
+                f" among those collect takes ({others} other name{'s' if others != 1 else ''} do: --all lists "
+                f"{'them' if others != 1 else 'it'})" if filtered and others else ""))
+        if shown:
+            typer.echo("\n".join(f"{family}:{n}" for n in shown))
+        if filtered:
+            typer.echo(f"depthtraj: note: {len(shown):,} name{'s' if len(shown) != 1 else ''}: the multiple-choice "
+                       f"tasks collect takes and the groups and tags of them (--all lists every name)", err=True)
         return
+    listed = 0
     for name in task_names():
+        if pattern is not None and not fnmatchcase(name, pattern) and not fnmatchcase(name + "NAME", pattern):
+            continue
+        listed += 1
         if name.endswith(":"):
             try:
                 fam = task_entry(name[:-1])
@@ -469,6 +556,8 @@ def tasks(
             typer.echo(f"{name}\n    {t.source}; licence {t.license}\n    --data: {t.data_help}")
         except TaskError as exc:
             typer.echo(f"{name}\n    cannot be loaded: {exc}")
+    if pattern is not None and not listed:
+        fail(f"no installed task matches {pattern!r} (depthtraj tasks lists them; --family NAME a family's names)")
 
 
 def _family_note(name: str) -> str:
@@ -480,7 +569,8 @@ def _family_note(name: str) -> str:
         return " (not installed: pip install 'depthtraj[lmeval]')"
     from importlib.metadata import version
 
-    return f" (lm-eval {version('lm_eval')} installed; depthtraj tasks --family lmeval lists its tasks)"
+    return (f" (lm-eval {version('lm_eval')} installed; depthtraj tasks --family lmeval [PATTERN] lists the tasks "
+            f"collect takes)")
 
 
 @app.command(cls=_Command)
@@ -640,13 +730,25 @@ def collect(
     def on_plan(endpoint: int, unit: str) -> None:
         plan[:] = [endpoint, unit]
 
+    from .progress import stages
+
+    loading = stages("depthtraj collect")  # its steps (lm-eval's index, the harness's requests) until the
+    # first log line or the bar, which then take the terminal (off one, stage lines after 2 s)
+
+    def log(message: str) -> None:
+        status.close()
+        typer.echo(message, err=True)
+
     def progress(done: int, total: int) -> None:
         if not bars:
             label = f"{','.join(tasks)} × {plan[0]} {plan[1]}" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]"
                                                                   if shard_ij else "")
+            status.close()
+            status.update(f"collecting {label}: {total - done:,} of {total:,} questions to go")  # off a terminal
             bars.append(_Progress(label).__enter__())
         bars[0](done, total)
 
+    status = loading.__enter__()
     try:
         check_readout(readout, options, arrangements)
         shard_ij = parse_shard(shard)
@@ -681,7 +783,7 @@ def collect(
                 arrangements=arrangements,
                 shard=shard_ij,
                 progress=progress,
-                log=lambda m: typer.echo(m, err=True),
+                log=log,
                 revision=revision,
                 probes=probes,
                 probe_draws=probe_draws,
@@ -693,7 +795,10 @@ def collect(
             if bars:
                 bars[0].__exit__(None, None, None)
     except CollectError as exc:
+        status.close()  # the error on a line of its own, not inside the status line
         fail(str(exc))
+    finally:
+        loading.__exit__(None, None, None)
     typer.echo(summary.line(), err=True)
 
 
@@ -736,11 +841,16 @@ def demo(
 
     report = paths["report"]
     echo(f"\n$ depthtraj report {store} --out {report} --overwrite")
+    from .progress import stages
+
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # the label store's skipped text tables
-            computed = compute_analysis([store], grids=["quarter", "native"], bootstrap=2000, seed=0,
-                                        sections=",".join(map(str, SECTIONS)))  # as report: §7 included
-        items = write_report(computed, report, overwrite=True)
+        with stages("depthtraj demo") as status:
+            status.update("§3–7 analyses of the store")
+            with contextlib.redirect_stderr(io.StringIO()):  # the label store's skipped text tables
+                computed = compute_analysis([store], grids=["quarter", "native"], bootstrap=2000, seed=0,
+                                            sections=",".join(map(str, SECTIONS)))  # as report: §7 included
+            status.update("drawing the figures and writing the report")
+            items = write_report(computed, report, overwrite=True)
     except (UsageError, OSError) as exc:
         fail(str(exc))
     from .demo import summary_lines

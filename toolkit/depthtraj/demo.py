@@ -94,6 +94,7 @@ def run_demo(
             batch_size=8,
             chunk_size=16,
             progress=progress,
+            log=echo,  # loading the model and its self-check: the stages before the bar
         )
     except CollectError:
         if created:
@@ -145,6 +146,8 @@ def summary_lines(document: dict) -> list[str]:
         t = tau.get((r["task"], r["precision"]), {})
         lines.append(f"{r['task']:<14} {r['precision']:<5} {est(r, 'W_raw'):>19} {est(r, 'W_q'):>19} "
                      f"{est(r, 'W_res'):>19} {est(t, 'tau'):>19}")
+    lines.append("random weights: the demo's model is a tiny random-weight checkpoint, so these numbers exercise the "
+                 "tool and describe no trained model; what a symbol means: depthtraj glossary [SYMBOL]")
     return lines
 
 

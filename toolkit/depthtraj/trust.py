@@ -221,6 +221,10 @@ def admit(path, *, storage_options: Mapping[str, Any] | None = None,
         notes.append(f"depth is layer t (the residual stream after layer t, read through the {lens} lens): the "
                      "tables read depth t as layer t; §6's arms compare the lens in each precision and §7's σ is "
                      "the residual stream's step, not a recurrence's (spec §2, depth)")
+    model = attrs.get("model") or {}
+    if isinstance(model, dict) and model.get("random_weights") is True:  # format 1.2: a tiny checkpoint
+        notes.append(f"{model.get('name', 'the model')} has random weights (a depthtraj tiny checkpoint): its "
+                     "numbers exercise the analyses and describe no trained model")
     try:
         complete = np.asarray(group["complete"][...], dtype=bool)
         ids_arr = group[L.QUESTION]
@@ -256,9 +260,8 @@ def admit(path, *, storage_options: Mapping[str, Any] | None = None,
 def _open_group(p: str, storage_options):
     import zarr
 
-    from .store import _require_group
-
     from .chunks import can_list
+    from .store import _require_group
 
     g = _require_group(p, storage_options)
     if not can_list(g.store):  # plain HTTP: the consolidated view names the arrays

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from depthtraj.adapter import RANDOM_WEIGHTS_KEY
+
 #: model_type -> the configuration class's keyword arguments for a 4-layer, 64-wide model
 #: (4 query heads, 2 key-value heads where the architecture has grouped-query attention)
 _SHAPES: dict[str, dict[str, Any]] = {
@@ -98,6 +100,7 @@ def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, mode
                     param.add_(torch.randn_like(param) * (0.3 if name.endswith("weight") else 0.1))
     finally:
         torch.random.set_rng_state(state)
+    setattr(model.config, RANDOM_WEIGHTS_KEY, True)  # says what it is: collect records it, reports say so
     model.save_pretrained(out)
     for name in _TOKENIZER_FILES:
         if (tokenizer_dir / name).is_file():

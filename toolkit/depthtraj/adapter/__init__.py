@@ -42,7 +42,13 @@ torch and transformers are imported lazily: importing this package costs neither
 """
 
 from .base import LoopedLMAdapter
-from .checkpoint import CHECKPOINT_SUFFIXES, checkpoint_hash, revision_matches
+from .checkpoint import (
+    CHECKPOINT_SUFFIXES,
+    RANDOM_WEIGHTS_KEY,
+    checkpoint_hash,
+    has_random_weights,
+    revision_matches,
+)
 from .engine import BATCHING_MODES
 from .errors import (
     AdapterInputError,
@@ -61,6 +67,7 @@ __all__ = [
     "BATCHING_MODES",
     "CHECKPOINT_SUFFIXES",
     "ENTRY_POINT_GROUP",
+    "RANDOM_WEIGHTS_KEY",
     "AdapterInputError",
     "AdapterSelfCheckError",
     "LabelReadout",
@@ -73,6 +80,7 @@ __all__ = [
     "available_adapters",
     "checkpoint_hash",
     "encode_pair",
+    "has_random_weights",
     "load_adapter_class",
     "probe_seed",
     "revision_matches",

@@ -8,6 +8,23 @@ from typing import Any
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".py", ".json", ".model", ".txt", ".tiktoken")
 
+#: The ``config.json`` key of a checkpoint whose weights are random (an adapter's tiny checkpoint,
+#: ``depthtraj tiny``): ``collect`` records it as ``model.random_weights`` (format 1.2), and every
+#: output that shows such a store says its numbers describe no trained model.
+RANDOM_WEIGHTS_KEY = "depthtraj_random_weights"
+
+
+def has_random_weights(directory: str | Path) -> bool:
+    """Whether the checkpoint directory says its weights are random (:data:`RANDOM_WEIGHTS_KEY`
+    true in its ``config.json``); False for anything else, a hub id included."""
+    import json
+
+    try:
+        config = json.loads((Path(str(directory)) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get(RANDOM_WEIGHTS_KEY) is True
+
 
 def checkpoint_hash(directory: str | Path) -> str:
     """``sha256:<64 hex>`` over a checkpoint directory's weights, code, config and tokenizer

@@ -3,8 +3,8 @@
 :func:`run_analyze` checks every input first (stores, endpoint, grids, options), then hands
 each store to the engine (:func:`depthtraj.analysis.engine.analyze_store`: one lazy pass and
 the tables the sections register; :func:`~depthtraj.analysis.engine.compare_stores` across
-stores), then prints one format on stdout (progress, when stderr is a terminal, on stderr) and
-optionally writes ``--out``. User errors print one line ``depthtraj: error: <msg>`` on stderr
+stores), then prints one format on stdout (progress on stderr: dask's bar on a terminal, stage
+lines off one, :mod:`depthtraj.progress`) and optionally writes ``--out``. User errors print one line ``depthtraj: error: <msg>`` on stderr
 and return 2. No analysis is computed here.
 """
 
@@ -16,7 +16,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
 
 from .. import layout as L
 from ..trust import unique_defects
@@ -243,7 +242,6 @@ def compute_analysis(
     """
     from ..store import StoreError
     from ..trust import UntrustedStore, defect_line, locate_undecodable
-
     from .core.bootstrap import check_counts
 
     try:
@@ -368,19 +366,24 @@ def run_analyze(
     """
     if fmt not in FORMATS:
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    try:
-        done = compute_analysis(stores, **options)
-    except UsageError as exc:
-        return _error(str(exc))
-    analyses, comparisons, document = done.analyses, done.comparisons, done.document
-    if out is not None:
-        try:
-            write_out(Path(out), analyses, document, comparisons)
-            from .figures import write_figures
+    from ..progress import stages
 
-            write_figures(Path(out), document)
-        except OSError as exc:
-            return _error(f"cannot write {out}: {exc.strerror or exc}")
+    # stage lines off a terminal (on one, dask's progress bar shows the pass)
+    with stages("depthtraj analyze", terminal=False) as status:
+        try:
+            done = compute_analysis(stores, **options)
+        except UsageError as exc:
+            return _error(str(exc))
+        analyses, comparisons, document = done.analyses, done.comparisons, done.document
+        if out is not None:
+            status.update(f"writing the tables, analysis.json and the figures to {out}")
+            try:
+                write_out(Path(out), analyses, document, comparisons)
+                from .figures import write_figures
+
+                write_figures(Path(out), document)
+            except OSError as exc:
+                return _error(f"cannot write {out}: {exc.strerror or exc}")
     if fmt == "json":
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "csv":

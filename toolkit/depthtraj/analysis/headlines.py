@@ -79,5 +79,5 @@ def headline_lines(document: dict) -> list[str]:
     n_tables = sum(len(an.get("tables", {})) for an in document.get("analyses", []))
     interval = f"{level:.0%} whole-question intervals, {draws} draws" if draws else "no bootstrap"
     out.append(f"{interval}; {n_tables} tables computed: `--full` prints them all, `-f csv`/`-f json` or `--out DIR` "
-               f"write them")
+               f"write them; what a symbol means: depthtraj glossary [SYMBOL]")
     return out

@@ -15,7 +15,10 @@ import numpy as np
 
 from .. import __version__
 from .. import layout as L
-from ..adapter import BATCHING_MODES  # torch-free: the adapter module imports torch lazily
+from ..adapter import (  # torch-free: the adapter module imports torch lazily
+    BATCHING_MODES,
+    has_random_weights,
+)
 from ..models.v1 import (
     NATIVE_ARM,
     RECURRENCE_DEPTH,
@@ -375,6 +378,7 @@ def collect(
             family=adapter_cls.family,
             revision=runner.revision,
             adapter=AdapterInfo(name=adapter_cls.name, version=adapter_cls.version),
+            random_weights=True if has_random_weights(model) else None,
         ),
         readout=readout_attrs(readout, options),
         endpoint=depths,

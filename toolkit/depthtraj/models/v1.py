@@ -28,6 +28,7 @@ FormatVersion = Literal["1.0.0", "1.1.0", "1.2.0"]
 #: the store holds (:func:`content_version`), so an older reader never takes it for less.
 ATTRS_SINCE: dict[str, int] = {"execution": 1, "probes": 1, "depth": 2}
 TASK_FIELDS_SINCE: dict[str, int] = {"prompt_template": 1, "target_delimiter": 1, "harness": 1}
+MODEL_FIELDS_SINCE: dict[str, int] = {"random_weights": 2}
 VARIABLES_SINCE: dict[str, int] = {
     "exit_gate": 1, "greedy": 1, "prompt_hash": 1, "probe_sigma": 1, "probe_jjt": 1,
     "probe_nl_mean": 1, "probe_nl_moment": 1,
@@ -65,6 +66,11 @@ class ModelInfo(_Model):
         "checkpoint directory that has none."
     )
     adapter: AdapterInfo
+    random_weights: bool | None = Field(
+        default=None,
+        description="True when the checkpoint's weights are random (format 1.2; e.g. an adapter's tiny "
+        "checkpoint for tests and demos): its numbers describe no trained model. Absent: not recorded.",
+    )
 
 
 class PromptTemplate(_Model):
@@ -371,12 +377,20 @@ class StoreAttrs(_Model):
 
     def to_attrs(self) -> dict:
         """The JSON-serialisable ``{'depthtraj': {...}}`` mapping for the root group."""
-        # format 1.1's optional fields are left out when unset, so a 1.0 store's attrs stay its own
-        exclude: dict = {name: True for name in ("execution", "probes", "depth") if getattr(self, name) is None}
-        per_task = {i: {k for k in ("prompt_template", "target_delimiter", "harness") if getattr(t, k) is None}
-                    for i, t in enumerate(self.tasks)}
-        if any(per_task.values()):
-            exclude["tasks"] = {i: v for i, v in per_task.items() if v}
+        # the optional fields of later minors are left out when unset, so a 1.0 store's attrs stay its own
+        exclude: dict = {name: True for name in ATTRS_SINCE if getattr(self, name) is None}
+        model = {k: True for k in MODEL_FIELDS_SINCE if getattr(self.model, k) is None}
+        if model:
+            exclude["model"] = model
+        per_task: dict = {}
+        for i, t in enumerate(self.tasks):
+            unset: dict = {k: True for k in TASK_FIELDS_SINCE if getattr(t, k) is None}
+            if t.harness is not None and t.harness.include_path is None:
+                unset["harness"] = {"include_path": True}
+            if unset:
+                per_task[i] = unset
+        if per_task:
+            exclude["tasks"] = per_task
         return {ATTRS_KEY: self.model_dump(mode="json", exclude=exclude)}
 
 
@@ -389,6 +403,9 @@ def attrs_version(attrs) -> str:
     holds."""
     get = attrs.get if isinstance(attrs, dict) else (lambda k, d=None: getattr(attrs, k, d))
     minor = max([m for k, m in ATTRS_SINCE.items() if _present(get(k))], default=0)
+    model = get("model")
+    mget = (model.get if isinstance(model, dict) else (lambda k, d=None: getattr(model, k, d)))
+    minor = max([minor, *(m for k, m in MODEL_FIELDS_SINCE.items() if _present(mget(k)))])
     for task in get("tasks") or []:
         tget = task.get if isinstance(task, dict) else (lambda k, d=None, t=task: getattr(t, k, d))
         minor = max([minor, *(m for k, m in TASK_FIELDS_SINCE.items() if _present(tget(k)))])
@@ -396,7 +413,8 @@ def attrs_version(attrs) -> str:
 
 
 def content_version(attrs: StoreAttrs, variables=(), *, unused_arrangements: bool = False) -> str:
-    """The oldest format version whose content a store holds: its attrs (``depth``: 1.2;
+    """The oldest format version whose content a store holds: its attrs (``depth``,
+    ``model.random_weights``: 1.2;
     ``execution``, ``probes``, a task's ``prompt_template``, ``target_delimiter`` or
     ``harness``: 1.1), its ``variables`` (``greedy``, ``exit_gate``, ``prompt_hash``, the probe
     variables: 1.1) and unused arrangements (1.1). Writers declare it (spec §2), so a reader of an

@@ -18,6 +18,12 @@ to ``TaskManager(include_path=DIR)`` (the harness's own tasks stay available), a
 is recorded in the task's ``source`` in the store (``attrs.tasks[].source``), where
 ``depthtraj summary`` finds it again.
 
+**The task index** (every YAML of the harness and of the include path, parsed by lm-eval's
+``TaskManager``: tens of seconds) is built once and cached on disk
+(:mod:`depthtraj.tasks.lmeval_index`: ``$DEPTHTRAJ_CACHE_DIR``, else
+``$XDG_CACHE_HOME/depthtraj``, else ``~/.cache/depthtraj``; rebuilt when a YAML file changes), so
+an unknown name is refused, with its close matches, in about a second.
+
 **Few-shot examples** come from where the harness takes them: the task's ``fewshot_split`` (or
 its ``fewshot_config.samples``), else its training split, else its validation split, else its
 test split. When that is the evaluation split itself (a YAML that names no training or few-shot
@@ -108,13 +114,19 @@ _MANAGERS: dict = {}
 
 def _manager(include_path: str | None = None):
     """lm-eval's ``TaskManager`` (``include_path``: your own YAML directory, besides the harness's
-    tasks), one per include path and process: indexing every YAML takes seconds."""
-    _, TaskManager, _ = _harness()
+    tasks), one per include path and process. Indexing every YAML takes tens of seconds, so the
+    index is cached on disk after its first build (:func:`depthtraj.tasks.lmeval_index.task_manager`:
+    keyed by the harness's version and the include path, rebuilt when a YAML file changes); the
+    command's stage lines say which it does."""
+    _harness()
     if include_path not in _MANAGERS:
         import logging
 
+        from ..progress import step
+        from .lmeval_index import task_manager
+
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
-        _MANAGERS[include_path] = TaskManager(include_path=include_path) if include_path else TaskManager()
+        _MANAGERS[include_path] = task_manager(include_path, step=step)
     return _MANAGERS[include_path]
 
 
@@ -185,6 +197,37 @@ class HarnessLayout:
     groups: dict
 
 
+def _unknown_task(name: str, names: Sequence[str], include_path: str | None) -> TaskError:
+    """The one-line error of a name the index does not hold, with its close matches."""
+    from difflib import get_close_matches
+
+    import lm_eval
+
+    near = get_close_matches(name, names, n=3)
+    hint = f"; did you mean {', '.join('lmeval:' + n for n in near)}?" if near else ""
+    own = "" if include_path else "; your own YAML: --include-path DIR"
+    return TaskError(f"unknown lm-eval task {name!r} (lm-evaluation-harness {lm_eval.__version__}"
+                     f"{', include path ' + include_path if include_path else ''}){hint}{own}")
+
+
+def _refuse_unknown_early(name: str, include_path: str | None) -> None:
+    """Refuse a name the cached index does not hold from the cache file's list of names, before
+    lm-eval's task modules (and ``datasets``) load: a mistyped name is refused in about a second.
+    Nothing is checked when the index is not cached (:func:`harness_layout` refuses it then)."""
+    try:
+        import lm_eval  # noqa: F401 - light: its task modules are not imported
+    except ImportError:
+        return  # _harness() names the extra
+    if include_path in _MANAGERS:
+        names = _MANAGERS[include_path].all_tasks
+    else:
+        from .lmeval_index import cached_names
+
+        names = cached_names(include_path)
+    if names is not None and name not in names:
+        raise _unknown_task(name, names, include_path)
+
+
 def _kind(entry) -> str:
     return str(getattr(entry.kind, "name", entry.kind)).lower()
 
@@ -207,13 +250,7 @@ def harness_layout(name: str, include_path: str | None = None) -> HarnessLayout:
     tm = _manager(include_path)
     registry = tm.task_index
     if name not in registry:
-        from difflib import get_close_matches
-
-        near = get_close_matches(name, tm.all_tasks, n=3)
-        hint = f"; did you mean {', '.join('lmeval:' + n for n in near)}?" if near else ""
-        own = "" if include_path else "; your own YAML: --include-path DIR"
-        raise TaskError(f"unknown lm-eval task {name!r} (lm-evaluation-harness {_harness()[0].__version__}"
-                        f"{', include path ' + include_path if include_path else ''}){hint}{own}")
+        raise _unknown_task(name, tm.all_tasks, include_path)
     group_fields = {f.name for f in dataclasses.fields(GroupConfig)}
     leaves: dict[str, HarnessLeaf] = {}
     groups: dict[str, HarnessGroup] = {}
@@ -329,6 +366,15 @@ class LmEvalTasks:
         with your own YAML directory ``include_path`` (lm-eval's ``--include_path``)."""
         return list(_manager(include_dir(include_path)).all_tasks)
 
+    def collectable_names(self, include_path: str | Path | None = None) -> list[str]:
+        """The names of :meth:`names` that ``depthtraj collect`` takes: multiple-choice tasks
+        without their own ``process_results``, and the groups and tags all of whose leaf tasks
+        are (read from the cached index, no YAML loaded; a task refused for what its documents
+        hold, such as WinoGrande's several inputs, is listed)."""
+        from .lmeval_index import collectable
+
+        return collectable(_manager(include_dir(include_path)))
+
 
 class LmEvalTask(Task):
     """One lm-eval task or group, read from a local copy of its dataset (see the module doc).
@@ -424,11 +470,20 @@ class LmEvalTask(Task):
                 custom-metric task; data that is missing, of another layout, with too few
                 few-shot documents or without the fields the task reads (one line each).
         """
-        lm_eval, _, ConfigurableTask = _harness()
+        from ..progress import step
+
+        _refuse_unknown_early(self.task_name, self.include_path)
+        with step(f"{self.name}: loading lm-evaluation-harness"):
+            lm_eval, _, ConfigurableTask = _harness()
         data = need_path(path)
         layout = harness_layout(self.task_name, self.include_path)
         if not layout.leaves:
             raise TaskError(f"lm-eval group {self.task_name!r} has no member tasks depthtraj can load")
+        with step(f"{self.name}: building the harness's requests of {len(layout.leaves)} task"
+                  f"{'s' if len(layout.leaves) != 1 else ''} from {data}"):
+            return self._load_leaves(layout, data, lm_eval, ConfigurableTask)
+
+    def _load_leaves(self, layout: HarnessLayout, data: Path, lm_eval, ConfigurableTask) -> list[Question]:
         group = layout.kind != "task"
         questions: list[Question] = []
         hashes, versions, shots, notes = {}, {}, {}, []

@@ -16,6 +16,7 @@ from ..models.v1 import (
     FORMAT_MAJOR,
     FORMAT_VERSION,
     FORMAT_VERSIONS,
+    MODEL_FIELDS_SINCE,
     TASK_FIELDS_SINCE,
     VARIABLES_SINCE,
     StoreAttrs,
@@ -122,6 +123,9 @@ def _declared_below_content(raw: dict, declared: tuple[str, str], arrays: list[s
     for task in raw.get("tasks") if isinstance(raw.get("tasks"), list) else []:
         if isinstance(task, dict):
             needs.update({f"tasks[].{k}": m for k, m in TASK_FIELDS_SINCE.items() if task.get(k) is not None})
+    model = raw.get("model")
+    if isinstance(model, dict):
+        needs.update({f"attrs.model.{k}": m for k, m in MODEL_FIELDS_SINCE.items() if model.get(k) is not None})
     needs.update({f"array {a}": VARIABLES_SINCE[a] for a in arrays if a in VARIABLES_SINCE})
     minor = max([attrs_minor, *needs.values()])
     declared_minor = int(declared[0]) if len(declared[0]) < 6 else 10**6

@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from depthtraj.adapter import RANDOM_WEIGHTS_KEY
+
 OURO_TOKENIZER = Path(__file__).resolve().parent.parent / "tokenizers" / "Ouro-1.4B"
 """The real Ouro-1.4B tokenizer files, shipped for the demo and the tests (see its README.md)."""
 
@@ -106,6 +108,7 @@ def build_tiny_ouro(
         torch.manual_seed(seed)
         model = OuroForCausalLM(config)
     out.mkdir(parents=True, exist_ok=True)
+    setattr(model.config, RANDOM_WEIGHTS_KEY, True)  # says what it is: collect records it, reports say so
     model.save_pretrained(out, safe_serialization=True)
     here = Path(__file__).parent
     for name in REMOTE_CODE_FILES:

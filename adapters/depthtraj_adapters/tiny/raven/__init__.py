@@ -12,6 +12,8 @@ import math
 import shutil
 from pathlib import Path
 
+from depthtraj.adapter import RANDOM_WEIGHTS_KEY
+
 REMOTE_CODE_FILES = ("configuration_raven.py", "modeling_raven.py")
 """The remote-code files copied next to ``config.json``."""
 
@@ -113,6 +115,7 @@ def build_tiny_raven(
         with torch.no_grad():
             model.transformer.adapter.weight[:, :n_embd].mul_(state_gain)
     out.mkdir(parents=True, exist_ok=True)
+    setattr(model.config, RANDOM_WEIGHTS_KEY, True)  # says what it is: collect records it, reports say so
     model.save_pretrained(out, safe_serialization=True)
     here = Path(__file__).parent
     for name in REMOTE_CODE_FILES:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from depthtraj.adapter import RANDOM_WEIGHTS_KEY
+
 REMOTE_CODE_FILES = ("configuration_recurrent_llama.py", "modeling_recurrent_llama.py")
 """The remote-code files copied next to ``config.json``."""
 
@@ -131,6 +133,7 @@ def build_tiny_recurrent_llama(
         with torch.no_grad():
             model.transformer.adapter.weight[:, :n_embd].mul_(state_gain)
     out.mkdir(parents=True, exist_ok=True)
+    setattr(model.config, RANDOM_WEIGHTS_KEY, True)  # says what it is: collect records it, reports say so
     model.save_pretrained(out, safe_serialization=True)
     here = Path(__file__).parent
     for name in REMOTE_CODE_FILES:

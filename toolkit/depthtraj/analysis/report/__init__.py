@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .glossary import GLOSSARY, link_symbols
 from .render import (
+    HTML_FOLDED_ROWS,
     Block,
     block_of,
-    html_page,
     html_table,
     latex_table,
     markdown_table,
+    merged_table,
     table_csv_text,
 )
 
@@ -57,6 +59,7 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("pd:app:tab:permutation", "table", "Actual preservation versus the permutation reference"),
     ("pd:app:tab:text-accuracy", "table", "Endpoint accuracy"),
     ("pd:app:tab:transitions", "table", "Start-to-end answer transitions"),
+    ("trajectory_examples", "figure", "Single questions: example trajectories per transition class"),
     ("pd:fig:mass", "figure", "Energy allocation within contracting updates"),
     ("pd:tab:energy", "table", "Absolute energies and relative allocation"),
     ("pd:app:tab:depth-prediction", "table", "Fixed early–late comparisons"),
@@ -80,6 +83,8 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
 #: Where the paper gives the results it has no label for (keys of :data:`PAPER_ITEMS` that are
 #: registered names): the report says so instead of inventing a label.
 TEXT_ITEMS = {
+    "trajectory_examples": "beyond the paper: single questions of each class of pd:app:tab:transitions "
+                           "(`depthtraj question STORE QID` shows any one)",
     "format_conditioned": "§6, the paragraph “Endpoint-conditioned comparisons” after pd:app:tab:text-variants",
     "exit_rules": "beyond the paper: the stopping rules of `depthtraj exits`, after §7's prefix study "
                   "(pd:app:prefix-prediction)",
@@ -113,6 +118,11 @@ class ReportItem:
     blocks: list[Block] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: the one table the page shows: every store's and grid's rows with a store key (the
+    #: ``blocks`` keep one CSV/LaTeX file per store and grid, in the paper's layout)
+    display: Block | None = None
+    #: figures of a per-depth table (its curves over depth; the table folds under them)
+    series: list[str] = field(default_factory=list)
 
     @property
     def written(self) -> bool:
@@ -283,6 +293,17 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
                          aj["grid"] if aj else "")
             item.blocks.append(block_of(t, name=spec_name, stem=stem, analysis=aj, intervals=intervals,
                                         stores=stores, fold=fold))
+        if len(item.blocks) == 1:
+            item.display = item.blocks[0]
+        elif item.blocks:  # several stores or grids: one table with a store (and grid) key
+            merged = merged_table(spec_name, tables, title=title)
+            item.display = block_of(merged, name=spec_name, stem=item.blocks[0].stem, analysis=None,
+                                    intervals=intervals, stores=stores, fold=True)
+        if item.display is not None and is_series(item.display.table):
+            from .series import depth_series_figure
+
+            drawn_series = depth_series_figure([t for _, t in tables], figure_dir / f"series_{item.blocks[0].stem}.png")
+            item.series = [str(Path("figures") / Path(p).name) for p in drawn_series]
         return item
 
     def comparison_item(label, title, spec):
@@ -294,7 +315,9 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
         return item
 
     for label, kind, title in PAPER_ITEMS:
-        if kind == "figure":
+        if label == "trajectory_examples":
+            items.append(_examples_item(computed, figure_dir, title))
+        elif kind == "figure":
             f = drawn.get(label)
             if f is None:
                 items.append(ReportItem(label, kind, title, skipped=["no section draws this figure"]))
@@ -350,6 +373,49 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
             if reading and item.written and (item.section != 6 or "arm" in item.caption):
                 item.caption = f"{item.caption} {reading.format(stores=', '.join(layer_stores))}".strip()
     return items
+
+
+def _examples_item(computed, figure_dir: Path, title: str) -> ReportItem:
+    """A few single questions per start-to-end transition class, per store (first arm, first
+    arrangement), drawn as small multiples: the candidates' scores across depth, the winner at
+    each depth, where it flips (:func:`depthtraj.analysis.trajectory.trajectory_examples`; the
+    rule that picks them is stated in the caption)."""
+    from ..trajectory import draw_examples, trajectory_examples
+
+    item = ReportItem("", "figure", title, where=TEXT_ITEMS["trajectory_examples"], section=4)
+    rules, seen = [], set()
+    for path, ds, _ in getattr(computed, "jobs", []):
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            ex = trajectory_examples(ds, per_class=2)
+        except ValueError as exc:
+            item.skipped.append(f"{Path(str(path)).name}: {exc}")
+            continue
+        if not any(ex.classes.values()):
+            item.skipped.append(f"{Path(str(path)).name}: no question with a gold answer and a defined winner")
+            continue
+        png = draw_examples(ex, figure_dir / f"examples_{_stem(Path(str(path)).stem)}.png")
+        item.figures.append(str(Path("figures") / png.name))
+        counts = ", ".join(f"{ex.texts.get(k, k).split(':')[0]} {n}" for k, n in ex.counts.items())
+        rules.append(f"{Path(str(path)).name}: {counts} questions per class.")
+        if not rules[1:]:
+            rules.insert(0, ex.rule)
+    item.caption = " ".join(rules)
+    return item
+
+
+#: Key columns along which a table is a series over depth (drawn as curves, the table folded).
+SERIES_KEYS = ("depth", "interval")
+
+
+def is_series(table) -> bool:
+    """Whether ``table`` is a per-depth series: a key column of :data:`SERIES_KEYS` with more
+    than three values (gains, margin ladder, transitions, energies per interval)."""
+    from ..core.tables import distinct_values
+
+    return any(c.key in SERIES_KEYS and len(distinct_values(table.rows, c.key)) > 3 for c in table.columns)
 
 
 def _stores_line(document: dict) -> dict[str, str]:
@@ -422,62 +488,75 @@ def _figure_caption(item: ReportItem, i: int, path: str) -> str:
     return f"{item.label or item.title}, panel group {i} of {len(item.figures)} ({path})"
 
 
-#: The report's glossary: (symbol, definition, paper label), in the order a reader meets them.
-GLOSSARY = (
-    ("s_t, y_t, T", "the K candidates' scores at depth t (nats); y_t their winner (lowest identity among ties); T "
-     "the endpoint depth", "pd:eq:f1, pd:eq:f2"),
-    ("δ, d", "δ = s_T − s_t, the update to the endpoint; d = s_t − s_{t−1}, an adjacent increment", ""),
-    ("B_raw, B_q = osc(δ)", "the raw radius 2‖δ‖∞ and the quotient radius max δ − min δ: the largest change of any "
-     "comparison; B_q ≤ B_raw", "pd:eq:comparison"),
-    ("m, h, R", "the margin of the winner at t (smallest gap), the largest competitor-relative update, and the "
-     "endpoint reserve min_b (s_T,a − s_T,b)", "pd:eq:gap-update, pd:eq:reserve"),
-    ("A_tr, A_dir, A_pair", "the slack R − (m − B_raw) split into translation, direction and competitor pairing",
-     "pd:eq:slack"),
-    ("D_j", "the earliest depth at which test j ∈ {raw, q, dir, res} of the margin ladder passes (T if none); "
-     "D_raw ≥ D_q ≥ D_dir ≥ D_res", "pd:eq:ladder, pd:cor:depth"),
-    ("W_j", "the normalised depth area 1 − E[D_j]/T: the share of depth the test j certifies early (%)",
-     "pd:eq:depth-area"),
-    ("Δ_tr, Δ_dir, Δ_pair", "W_q − W_raw, W_dir − W_q, W_res − W_dir: the depth area each relaxation adds (pp)",
-     "r3:eq:depth-components"),
-    ("τ, ρ", "τ: the removable share of the adjacent raw radii, 1 − Σq/Σr; ρ = q/r per increment (ρ = 0: a pure "
-     "common shift)", "pd:eq:tau"),
-    ("A_t, ε", "A_t: accuracy at depth t; ε_f: the share of intermediate answers on the grid that differ from their "
-     "own endpoint (format f)", "r3:eq:correctness, pd:eq:format-summaries"),
-    ("N_W→C, N_C→W, N_W→W′", "corrections, degradations and switches between wrong answers from t to T",
-     "r3:eq:correctness"),
-    ("Q, C, E, M, κ", "contrast energy ‖P⊥δ‖², common energy K c² (c the mean of δ), E = Q + C; M the candidate "
-     "set's probability mass and κ its concentration (label readouts)", "pd:eq:mass, pd:eq:c, pd:eq:energies"),
-    ("Ξ", "the common-energy share of the adjacent increments, Σ C / Σ E (%)", "pd:app:eq:xi"),
-    ("N1, N2, α_j", "§7's predictions of an increment's moments: independent logit innovations (N1), the output "
-     "head's linear (σ² J Jᵀ) or nonlinear response to hidden innovations (N2); α_j the training-energy factor",
-     "pd:app:readout-prediction, pd:app:eq:energy-match"),
-)
-
-
 def _glossary_markdown() -> list[str]:
     lines = ["## Glossary", "", "| symbol | meaning | paper |", "|---|---|---|"]
-    lines += [f"| {sym} | {text} | {f'`{lab}`' if lab else ''} |" for sym, text, lab in GLOSSARY]
+    lines += [f"| {e.symbol} | {e.meaning} | {f'`{e.label}`' if e.label else ''} |" for e in GLOSSARY]
     return lines + [""]
 
 
-def _glossary_html() -> str:
-    e = html.escape
-    rows = "".join(f"<tr><td class=\"s\"><b>{e(sym)}</b></td><td class=\"s\">{e(text)}</td>"
-                   f"<td class=\"s\">{e(lab)}</td></tr>" for sym, text, lab in GLOSSARY)
-    return (f"<h2 id=\"glossary\">Glossary</h2><div class=\"tbl\"><table class=\"gloss\"><thead><tr>"
-            f"<th class=\"s\">symbol</th><th class=\"s\">meaning</th><th class=\"s\">paper</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></div>")
+def _files(item: ReportItem) -> list[dict]:
+    """The CSV and LaTeX files of an item's blocks (one pair per store and grid), as links."""
+    out = []
+    for b in item.blocks:
+        where = b.stem.split("_", 1)[1] if "_" in b.stem else b.stem
+        many = len(item.blocks) > 1
+        out += [{"href": b.files["csv"], "text": f"CSV {where}" if many else "CSV"},
+                {"href": b.files["tex"], "text": f"LaTeX {where}" if many else "LaTeX"}]
+    return out
 
 
-def _markdown(items, header: dict, document: dict) -> str:
+def _folded_summary(block: Block) -> str:
+    n = len(block.cells)
+    return f"The table: {n} row{'s' if n != 1 else ''} (every value with its interval)"
+
+
+def _glance(computed, figure_dir: Path, stores: dict[str, str]) -> dict:
+    """The first screen: the glance table (:func:`.glance.glance_table`), the accuracy-across-depth
+    figure of every store and arm, the random-weight notes."""
+    from .glance import RANDOM_MARK, glance_table, random_weight_models
+    from .series import accuracy_across_depth
+
+    document = computed.document
+    table = glance_table(document, computed.store_attrs)
+    block = block_of(table, name="glance", stem="glance", analysis=None, intervals=_intervals(document),
+                     stores=stores, fold=False)  # every column, constant or not: the first screen says it all
+    random = random_weight_models(computed.store_attrs)
+    figures = [str(Path("figures") / Path(p).name) for p in
+               accuracy_across_depth(document, figure_dir / "accuracy_across_depth.png", random=random)]
+    models = {}
+    for an in document["analyses"]:
+        if random.get(an["store"]):
+            models.setdefault(an["model"], Path(an["store"]).name)
+    notes = []
+    if models:
+        named = ", ".join(f"{m} ({store})" for m, store in models.items())
+        notes.append(f"{RANDOM_MARK} Random weights: {named} {'is a' if len(models) == 1 else 'are'} depthtraj tiny "
+                     f"checkpoint{'' if len(models) == 1 else 's'}, for trying the tool: {'its' if len(models) == 1 else 'their'} "
+                     f"numbers exercise the analyses and describe no trained model.")
+    return {"block": block, "figures": figures, "notes": notes}
+
+
+#: The sentence under the glance table: what its columns are (symbols link to the glossary).
+GLANCE_NOTE = ("A_T: accuracy at the endpoint T (%). Best t: the shallowest depth of highest accuracy A_t, chosen on "
+               "these same questions, so its accuracy is in-sample and optimistic. τ: the translation-removable share "
+               "of the adjacent updates (%). Every estimate with its percentile interval.")
+
+
+def _markdown(items, header: dict, document: dict, glance: dict) -> str:
     lines = [f"# {header['title']}", "", header["summary"], ""]
+    lines += [f"> **Note.** {n}" for n in glance["notes"]] + ([""] if glance["notes"] else [])
+    lines += ["## At a glance", "", markdown_table(glance["block"]), ""]
+    lines += [f"![accuracy across depth]({f})" for f in glance["figures"]] + [""]
+    lines += [GLANCE_NOTE, ""]
     lines += [f"- {s}" for s in header["stores"]] + [""]
     lines += [f"**Intervals.** {_intervals(document)}.", "",
               f"Written: {header['n_tables']} tables, {header['n_figures']} figures ({header['n_files']} PNG files); "
-              f"skipped: {header['n_skipped']} items (each with the reason below); the glossary at the end "
-              f"defines the symbols.", ""]
+              f"{header['n_skipped']} items of the paper are not in this report (listed with their reasons at the "
+              f"end); the glossary at the end defines the symbols.", ""]
     part = None
     for item in items:
+        if not item.written:
+            continue
         p = _part(item)
         if p != part:
             part = p
@@ -486,60 +565,99 @@ def _markdown(items, header: dict, document: dict) -> str:
         if item.caption:
             lines += [item.caption, ""]
         for reason in item.skipped:
-            lines += [f"> **Skipped**: {reason}", ""]
+            lines += [f"> **Not for every store**: {reason}", ""]
         for i, f in enumerate(item.figures, 1):
-            lines += [f"![{item.label}]({f})", "", f"*{_figure_caption(item, i, f)}*", ""]
+            lines += [f"![{item.label or item.title}]({f})", "", f"*{_figure_caption(item, i, f)}*", ""]
+        for f in item.series:
+            lines += [f"![{item.title} across depth]({f})", "", f"*The table below as curves over depth ({f}).*", ""]
         if item.figures:
             lines += [f"*Population*: {_population_of_figure(document)}. *Intervals*: {_intervals(document)}.", ""]
-        for b in item.blocks:
+        b = item.display
+        if b is not None:
             lines += [f"**{b.title}**", "", f"*Population*: {b.population}.", ""]
             lines += [f"*Intervals*: {b.intervals}.", ""] if b.intervals else []
-            lines += [markdown_table(b), "", f"Files: [`{b.files['csv']}`]({b.files['csv']}), "
-                      f"[`{b.files['tex']}`]({b.files['tex']})", ""]
+            lines += [markdown_table(b), "", "Files: " + ", ".join(f"[{f['text']}]({f['href']})" for f in _files(item)),
+                      ""]
+    missing = [item for item in items if not item.written]
+    if missing:
+        lines += ["## Not in this report", ""]
+        lines += [f"- {_heading(item)}: {'; '.join(item.skipped)}" for item in missing] + [""]
     lines += _glossary_markdown()
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _html(items, header: dict, document: dict) -> str:
-    e = html.escape
-    out = [f"<h1>{e(header['title'])}</h1>", f"<p>{e(header['summary']).replace('*Prediction', '<i>Prediction').replace('Models*', 'Models</i>')}</p>", "<ul>"]
-    out += [f"<li>{e(s)}</li>" for s in header["stores"]]
-    out += ["</ul>", f"<p class=\"meta\"><b>Intervals.</b> {e(_intervals(document))}.</p>",
-            f"<p class=\"meta\">Written: {header['n_tables']} tables, {header['n_figures']} figures "
-            f"({header['n_files']} PNG files); skipped: "
-            f"{header['n_skipped']} items (each with the reason in place).</p>", "<h2>Contents</h2><ul class=\"toc\">"]
-    for i, item in enumerate(items):
-        mark = "" if item.written else " (skipped)"
-        out.append(f"<li><a href=\"#item{i}\">{e(_heading(item).replace('`', ''))}</a>{mark}</li>")
-    out.append("<li><a href=\"#glossary\">Glossary</a></li></ul>")
-    part = None
-    for i, item in enumerate(items):
-        p = _part(item)
-        if p != part:
-            part = p
-            out.append(f"<h2>{e(p)}</h2>")
+def _html(items, header: dict, document: dict, glance: dict) -> str:
+    """The static page (jinja2 template ``templates/report.html.j2``, its CSS and the small script
+    that holds table keys in place): the first screen, contents, every item, what is not in it,
+    the glossary. Symbols in titles, captions and headers link to the glossary."""
+    from importlib import resources
+
+    import jinja2
+    from markupsafe import Markup
+
+    def linked(text: str) -> Markup:
+        return Markup(link_symbols(text))
+
+    def heading(item: ReportItem) -> Markup:
         kind = "Figure" if item.kind == "figure" else "Table"
-        lab = (f" <span class=\"label\">{e(item.label)}</span>" if item.label else
-               f" (no label in the paper; {e(item.where)})" if item.where else "")
-        also = "".join(f" <span class=\"label\">{e(a)}</span>" for a in item.aliases)
-        out.append(f"<h3 id=\"item{i}\">{kind}{lab}{also}: {e(item.title)}</h3>")
-        if item.caption:
-            out.append(f"<p>{e(item.caption)}</p>")
-        for reason in item.skipped:
-            out.append(f"<p class=\"skip\"><b>Skipped</b>: {e(reason)}</p>")
-        for j, f in enumerate(item.figures, 1):
-            out.append(f"<figure><img src=\"{e(f)}\" alt=\"{e(item.label)}, panel group {j}\">"
-                       f"<figcaption>{e(_figure_caption(item, j, f))}</figcaption></figure>")
-        if item.figures:
-            out.append(f"<p class=\"meta\"><i>Population</i>: {e(_population_of_figure(document))}.</p>")
-        for b in item.blocks:
-            ivl = f" <i>Intervals</i>: {e(b.intervals)}." if b.intervals else ""
-            out.append(f"<p class=\"meta\"><i>Population</i>: {e(b.population)}.{ivl}</p>")
-            out.append(html_table(b))
-            out.append(f"<p class=\"files\"><a href=\"{e(b.files['csv'])}\">CSV</a> · "
-                       f"<a href=\"{e(b.files['tex'])}\">LaTeX</a></p>")
-    out.append(_glossary_html())
-    return html_page(header["title"], "\n".join(out))
+        lab = (f' <span class="label">{html.escape(item.label)}</span>' if item.label else
+               f" (no label in the paper; {link_symbols(item.where)})" if item.where else "")
+        also = "".join(f' <span class="label">{html.escape(a)}</span>' for a in item.aliases)
+        return Markup(f"{kind}{lab}{also}: {link_symbols(item.title)}")
+
+    ids = {id(item): f"item{i}" for i, item in enumerate(items)}
+    population = _population_of_figure(document)
+    parts: list[dict] = []
+    for item in items:
+        if not item.written:
+            continue
+        p = _part(item)
+        if not parts or parts[-1]["title"] != p:
+            parts.append({"id": f"part{len(parts)}", "title": p, "members": []})
+        b = item.display
+        figures = [{"src": f, "alt": f"{item.label or item.title}, panel group {j}",
+                    "caption": _figure_caption(item, j, f)} for j, f in enumerate(item.figures, 1)]
+        figures += [{"src": f, "alt": f"{item.title} across depth",
+                     "caption": "The table below as curves over depth: every store, cell and arm, with its "
+                                "percentile interval as a band."} for f in item.series]
+        pop = (f"{population}." if item.figures else "") if b is None else f"{b.population}."
+        parts[-1]["members"].append({
+            "id": ids[id(item)], "heading": heading(item), "caption": linked(item.caption) if item.caption else "",
+            "skipped": item.skipped, "figures": figures, "population": pop,
+            "intervals": (b.intervals if b is not None else _intervals(document) if item.figures else ""),
+            "table": Markup(html_table(b, rows=HTML_FOLDED_ROWS if item.series else 60, link=link_symbols))
+            if b is not None else "",
+            "folded": _folded_summary(b) if b is not None and item.series else "",
+            "files": _files(item),
+        })
+    not_here = [{"id": ids[id(item)], "heading": heading(item), "skipped": item.skipped}
+                for item in items if not item.written]
+    contents = [{"title": "At a glance", "entries": [{"id": "glance", "text": "Accuracy across depth, A_T, the best "
+                                                                            "depth and τ per store and arm"}]}]
+    # the contents name each item as plain text (a symbol link inside the item's link is not allowed)
+    for part in parts:
+        contents.append({"title": part["title"], "entries": [
+            {"id": it["id"], "text": it["heading"].striptags()} for it in part["members"]]})
+    if not_here:
+        contents.append({"title": "Not in this report", "entries": [
+            {"id": it["id"], "text": it["heading"].striptags(), "note": "(what it needs: below)"} for it in not_here]})
+    contents.append({"title": "Glossary", "entries": [{"id": "glossary", "text": "Every symbol with its definition"}]})
+    base = resources.files(__name__) / "templates"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(base)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    summary = Markup(html.escape(header["summary"]).replace("*Prediction", "<i>Prediction").replace("Models*", "Models</i>"))
+    return env.get_template("report.html.j2").render(
+        title=header["title"], summary=summary, notes=glance["notes"],
+        glance_table=Markup(html_table(glance["block"], link=link_symbols)),
+        glance_figures=[{"src": f, "alt": "accuracy across depth, every store and arm",
+                         "caption": "Accuracy A_t at every recorded depth, with its percentile interval, per store, "
+                                    "task and arm (relative depth t/T when the stores' T differ)."}
+                        for f in glance["figures"]],
+        glance_note=linked(GLANCE_NOTE), stores=header["stores"], intervals=_intervals(document),
+        contents=contents, parts=parts, not_here=not_here, glossary=GLOSSARY,
+        css=Markup((base / "report.css").read_text(encoding="utf-8")),
+        js=Markup((base / "report.js").read_text(encoding="utf-8")),
+    )
 
 
 def write_report(computed, out: Path, *, overwrite: bool = False, options: dict | None = None) -> list[ReportItem]:
@@ -561,6 +679,7 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
     out = Path(out)
     with atomic_directory(out, overwrite=overwrite) as tmp:
         items = build_items(computed, tmp / "figures")
+        glance = _glance(computed, tmp / "figures", _stores_line(computed.document))
         _write_tables(items, tmp)
         document = computed.document
         models = sorted({an["model"] for an in document["analyses"]})
@@ -576,20 +695,22 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
                               f"arms {'/'.join(an['precision'])}, {an['arrangements']} arrangement(s)")
         for entry in document.get("inputs", []):  # admission notes: what a number depends on
             stores += [f"{entry['store']}: {note}" for note in entry.get("notes", [])]
+        if options:
+            stores.append(f"Options: {_options_text(options)}.")
         header = {
             "title": f"depthtraj report: {', '.join(models) or 'no model'}",
             "summary": (f"The tables and figures of *Prediction Dynamics in Depth-Recurrent Language Models* that "
-                        f"these stores support, regenerated by depthtraj {document.get('depthtraj_version', '')} on "
-                        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}."
-                        + (f" Options: {_options_text(options)}." if options else "")),
+                        f"{'this store supports' if len(seen) == 1 else 'these stores support'}, regenerated by "
+                        f"depthtraj {document.get('depthtraj_version', '')} on "
+                        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}."),
             "stores": stores,
             "n_tables": sum(1 for i in items if i.kind == "table" and i.written),
             "n_figures": sum(1 for i in items if i.kind == "figure" and i.written),
             "n_files": sum(len(i.figures) for i in items),
             "n_skipped": sum(1 for i in items if not i.written),
         }
-        (tmp / "report.md").write_text(_markdown(items, header, document), encoding="utf-8")
-        (tmp / "report.html").write_text(_html(items, header, document), encoding="utf-8")
+        (tmp / "report.md").write_text(_markdown(items, header, document, glance), encoding="utf-8")
+        (tmp / "report.html").write_text(_html(items, header, document, glance), encoding="utf-8")
         (tmp / "analysis.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return items
 
@@ -600,9 +721,8 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
     one line; returns the exit code (0 done, 2 user error: one line on stderr, nothing written)."""
     import sys
 
-    from ..cli import UsageError, compute_analysis
-
     from ...outdir import OutputExists, check_free
+    from ..cli import UsageError, compute_analysis
 
     out = Path(out)
     try:

@@ -15,8 +15,8 @@ from typing import Any
 from ..core.grid import format_depths
 from ..core.tables import distinct_values, is_count, table_csv
 
-__all__ = ["HTML_BLOCK_PX", "Block", "block_of", "html_column_groups", "html_column_px", "html_page", "latex_table",
-           "markdown_table", "table_csv_text"]
+__all__ = ["HTML_FOLDED_ROWS", "HTML_ROWS", "Block", "block_of", "html_table", "key_count", "latex_table",
+           "markdown_table", "merged_table", "table_csv_text"]
 
 @dataclass
 class Block:
@@ -79,7 +79,7 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
     with the entries of ``stores`` (store path -> description) whose store appears in the rows (all
     when none does) and, with ``fold``, takes the key columns that are constant over two or more
     rows (model, T, N, …)."""
-    rows = table.rows
+    rows = table.shown_rows()  # a reader's rows (rules that never exit folded, core.tables.Table.display_rows)
     pop: list[str] = []
     if analysis is None and stores:
         named = {str(r.get("store")) for r in rows}
@@ -118,7 +118,8 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
         pop.append(f"{analysis['n_questions']} questions, {analysis['arrangements']} arrangement(s)")
     headers = [c.header + (f" ({c.unit})" if c.unit and c.unit not in c.header else "") for c in shown]
     cells = [[fmt_cell(c, r) for c in shown] for r in rows]
-    latex_cells = [[fmt_cell(c, r, latex=True) for c in shown] for r in rows]
+    # the LaTeX table is the paper's, every row as in its CSV (the reader's fold is for the page)
+    latex_cells = [[fmt_cell(c, r, latex=True) for c in shown] for r in table.rows]
     population = "; ".join(pop) or "the stores and cells named in the rows"
     return Block(name=name, stem=stem, title=table.title, population=population, intervals=intervals,
                  headers=headers, cells=cells, latex_cells=latex_cells, table=table,
@@ -128,6 +129,49 @@ def block_of(table, *, name: str, stem: str, analysis: dict | None, intervals: s
 def _population_entry(c, text: str) -> str:
     """One entry of a population line: ``T=8``, ``N=24 per cell``, ``grid quarter``, ``model …``."""
     return {"grid": f"grid {text}", "T": f"T={text}", "N": f"N={text} per cell"}.get(c.key, f"{c.header.lower()} {text}")
+
+
+def merged_table(name: str, pairs, *, title: str | None = None):
+    """One :class:`~depthtraj.analysis.core.tables.Table` of the tables of several analyses
+    (``pairs``: ``(analysis JSON or None, Table)`` over stores and grids): their rows in order, the
+    union of their columns, ``store`` shortened to the store's file name, ``grid`` with its depth
+    set (``quarter {4,8,12}``), so several stores are rows of one table with a store key. The title
+    is the tables' own when they share it, else ``title``."""
+    from pathlib import Path
+
+    from ..core.tables import Column, Table
+
+    tables = [t for _, t in pairs]
+    cols, seen = [], set()
+    for t in tables:
+        for c in t.columns:
+            if c.key not in seen:
+                seen.add(c.key)
+                cols.append(c)
+    rows = []
+    for aj, t in pairs:
+        for r in t.shown_rows():  # the merged table is for reading: the rows a reader is shown
+            r = dict(r)
+            if aj is not None:
+                r.setdefault("store", aj["store"])
+                r.setdefault("model", aj["model"])
+            if r.get("store") is not None:
+                r["store"] = Path(str(r["store"])).name
+            depths = r.get("grid_depths") or (aj or {}).get("grid_depths")
+            if r.get("grid") and depths and "{" not in str(r["grid"]):
+                parsed = depths if isinstance(depths, (list, tuple)) else None
+                r["grid"] = f"{r['grid']} {{{format_depths(parsed) if parsed else depths}}}"
+            rows.append(r)
+    if any(r.get("grid") and "{" in str(r["grid"]) for r in rows):  # the depth set is in the grid's name now
+        cols = [c for c in cols if c.key != "grid_depths"]
+    if len({r.get("store") for r in rows}) > 1:
+        if "store" not in seen:
+            cols.insert(0, Column("store", "Store", kind="str"))
+    else:  # one store: the population line names it
+        cols = [c for c in cols if c.key != "store"]
+    titles = {t.title for t in tables}
+    return Table(name, titles.pop() if len(titles) == 1 else (title or tables[0].title), cols, rows,
+                 groups=tables[0].groups, rich=all(getattr(t, "rich", True) for t in tables))
 
 
 # ---------------------------------------------------------------------------------------- text
@@ -141,7 +185,8 @@ def markdown_table(block: Block, *, max_rows: int = 60) -> str:
     for row in block.cells[:max_rows]:
         lines.append("| " + " | ".join(esc(c) for c in row) + " |")
     if len(block.cells) > max_rows:
-        lines.append(f"\n*{len(block.cells) - max_rows} more rows in `{block.files.get('csv', '')}`.*")
+        where = f"`{block.files['csv']}`" if block.files.get("csv") else "the CSV files listed below"
+        lines.append(f"\n*{len(block.cells) - max_rows} more rows in {where}.*")
     return "\n".join(lines)
 
 
@@ -224,105 +269,43 @@ def latex_table(block: Block, *, label: str, caption: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- HTML
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1180px;margin:2em auto;
-padding:0 1em;color:#1b1b1b;line-height:1.45}
-h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-h3{margin-top:1.6em}code,.label{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
-.label{background:#eef2f7;padding:.05em .35em;border-radius:3px}
-table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.86em;font-variant-numeric:tabular-nums}
-caption{caption-side:top;text-align:left;font-size:.95em;color:#444;padding-bottom:.35em}
-th,td{padding:.22em .6em;text-align:right;white-space:nowrap}th{border-bottom:1px solid #333}
-td.s,th.s{white-space:normal;overflow-wrap:anywhere;max-width:36ch}table.gloss td.s{max-width:60ch;vertical-align:top}
-tbody tr:last-child td{border-bottom:1px solid #333}thead tr:first-child th{border-top:1.5px solid #333}
-td.s,th.s{text-align:left}.meta{color:#555;font-size:.88em;margin:.1em 0}
-.skip{color:#8a5a00;background:#fff8e6;border-left:3px solid #e0a800;padding:.3em .6em;margin:.5em 0;font-size:.9em}
-figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.9em;color:#444}
-.files{font-size:.85em}.tbl{max-width:100%}.toc{columns:2;font-size:.9em}
-@media print{body{max-width:none}.tbl{break-inside:avoid}}
-"""
+#: Rows an HTML table shows (the rest are in its CSV); a folded table (a per-depth series under
+#: its figure) shows up to :data:`HTML_FOLDED_ROWS`.
+HTML_ROWS = 60
+HTML_FOLDED_ROWS = 400
 
 
-#: The width a report table may take (px): the page's 1180 px less its padding (1148 px), over the
-#: width model's largest error (measured/modelled 1.01, below). It was 1100 (4 % off): a six-column
-#: levels table measured 1,005 px in Chromium but was modelled at 1,117 and split in two.
-HTML_BLOCK_PX = 1136
-#: The width model of a column at the table's font (.86em of 16 px, tabular figures): px per
-#: character of its widest text, and px per column (the cell padding, bold headers). Calibrated
-#: in headless Chromium 156 on the 189 tables of a two-store report: measured/modelled widths
-#: at most 1.01, 0.93 on average.
-HTML_CHAR_PX = 7.2
-HTML_CELL_PAD_PX = 34.0
-
-
-#: Text columns (store paths, thresholds per fold) wrap at this many characters (CSS ``ch``).
-HTML_TEXT_CH = 36
-
-
-def html_column_px(header: str, cells: list[str], *, text: bool = False) -> float:
-    """The estimated width of one column (px): its widest text, header or cell (a text column's
-    capped at :data:`HTML_TEXT_CH`, where it wraps), and the padding."""
-    width = max([len(header)] + [len(c) for c in cells])
-    if text:
-        width = min(width, HTML_TEXT_CH)
-    return width * HTML_CHAR_PX + HTML_CELL_PAD_PX
-
-
-def html_column_groups(block: Block, limit: float = HTML_BLOCK_PX) -> list[list[int]]:
-    """The column indices of each HTML table of ``block``: the key columns (kind ``str`` or group
-    ``key`` at the left) in every group, the others dealt left to right into groups that fit
-    ``limit`` px (:func:`html_column_px`), as the terminal splits wide tables; one group when the
-    whole table fits."""
-    n = len(block.headers)
-    kinds = [getattr(c, "kind", "") for c in block.columns[:n]] + [""] * n
-    widths = [html_column_px(block.headers[i], [row[i] for row in block.cells[:60] if i < len(row)],
-                             text=kinds[i] == "str") for i in range(n)]
-    keys = []
-    for i, c in enumerate(block.columns[:n]):
-        if getattr(c, "group", "") == "key" or getattr(c, "kind", "") == "str" and i == len(keys):
-            keys.append(i)
-        else:
+def key_count(block: Block) -> int:
+    """How many leading columns of ``block`` are its keys (text or key-group columns at the left):
+    the columns a reader needs beside every number, held in place when the table scrolls."""
+    n = 0
+    for c in block.columns:
+        if getattr(c, "group", "") != "key" and getattr(c, "kind", "") != "str":
             break
-    rest = [i for i in range(n) if i not in keys]
-    if sum(widths) <= limit or not rest:
-        return [list(range(n))]
-    base = sum(widths[i] for i in keys)
-    groups, cur, used = [], [], base
-    for i in rest:
-        if cur and used + widths[i] > limit:
-            groups.append(keys + cur)
-            cur, used = [], base
-        cur.append(i)
-        used += widths[i]
-    if cur:
-        groups.append(keys + cur)
-    return groups
+        n += 1
+    return min(n, max(len(block.columns) - 1, 0))
 
 
-def html_table(block: Block) -> str:
-    """The block as HTML tables (escaped), caption = the table's title: one table when it fits the
-    page's width, else one per column group (:func:`html_column_groups`), each repeating the key
-    columns, so no column is hidden behind a scroll bar on screen or lost in print."""
+def html_table(block: Block, *, rows: int = HTML_ROWS, link=None) -> str:
+    """The block as one HTML table in its own scroll box (``div.tbl``, keyboard-focusable): a table
+    wider than the page scrolls sideways inside its box with its key columns (:func:`key_count`)
+    held in place (``position: sticky``; the page's script sets their offsets), never split into
+    column groups. ``link`` turns header and caption text into HTML (default: escaped); at most
+    ``rows`` rows, the rest named with a link to the CSV."""
+    esc = link or html.escape
     kinds = [c.kind for c in block.columns]
-    cls = [' class="s"' if k == "str" else "" for k in kinds] + [""] * len(block.headers)
-    groups = html_column_groups(block)
-    out = []
-    for g, cols in enumerate(groups):
-        part = "" if len(groups) == 1 else f" — columns {g + 1} of {len(groups)}"
-        out.append(f"<div class=\"tbl\"><table><caption>{html.escape(block.title + part)}</caption><thead><tr>")
-        out += [f"<th{cls[i]}>{html.escape(block.headers[i])}</th>" for i in cols]
-        out.append("</tr></thead><tbody>")
-        for row in block.cells[:60]:
-            out.append("<tr>" + "".join(f"<td{cls[i]}>{html.escape(row[i])}</td>" for i in cols) + "</tr>")
-        out.append("</tbody></table></div>")
-    if len(block.cells) > 60:
-        out.append(f'<p class="meta">{len(block.cells) - 60} more rows in '
-                   f'<a href="{html.escape(block.files.get("csv", ""))}">the CSV</a>.</p>')
+    keys = key_count(block)
+    cls = [" ".join(x for x in ("s" if k == "str" else "", "k" if i < keys else "") if x) for i, k in enumerate(kinds)]
+    attr = [f' class="{c}"' if c else "" for c in cls] + [""] * len(block.headers)
+    out = [f'<div class="tbl" role="region" tabindex="0" aria-label="{html.escape(block.title)}">'
+           f'<table class="data" data-keys="{keys}"><caption>{esc(block.title)}</caption><thead><tr>']
+    out += [f"<th{attr[i]} scope=\"col\">{esc(h)}</th>" for i, h in enumerate(block.headers)]
+    out.append("</tr></thead><tbody>")
+    for row in block.cells[:rows]:
+        out.append("<tr>" + "".join(f"<td{attr[i]}>{html.escape(v)}</td>" for i, v in enumerate(row)) + "</tr>")
+    out.append("</tbody></table></div>")
+    if len(block.cells) > rows:
+        where = (f'<a href="{html.escape(block.files["csv"])}">the CSV</a>' if block.files.get("csv")
+                 else "the CSV files listed below")
+        out.append(f'<p class="meta">{len(block.cells) - rows} more rows in {where}.</p>')
     return "".join(out)
-
-
-def html_page(title: str, body: str) -> str:
-    """A complete static HTML page (inline CSS, no script)."""
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")

@@ -1,0 +1,144 @@
+"""The report read in a real browser (issue 36): headless Chromium driven by Selenium loads the demo
+report and a two-store report (the demo's recurrent store beside a layer store) at 700 and 1280 px
+and fails when
+
+* any element other than a table's own scroll box (or what is inside one) is wider than the
+  viewport, or the page scrolls sideways;
+* an image does not load;
+* a link to a place in the page (a symbol's glossary entry, a contents entry) does not resolve;
+* the page logs a JavaScript error;
+* on the demo's first screen (1280 × 800) the glance table and the accuracy-across-depth figure
+  are not both in view.
+
+Screenshots of both widths are written to ``$DEPTHTRAJ_SCREENSHOTS`` (default: the test's temporary
+directory) for a person to look at. Debian's ``chromium`` and ``chromium-driver`` are installed by
+``.ci/run``, which sets ``DEPTHTRAJ_BROWSER=require``: without them the module fails there, and is
+skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.models
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+if not (CHROMIUM and DRIVER):
+    if os.environ.get("DEPTHTRAJ_BROWSER") == "require":
+        raise RuntimeError("the browser tests need Debian's chromium and chromium-driver (DEPTHTRAJ_BROWSER=require)")
+    pytest.skip("no chromium/chromedriver on this machine (apt-get install chromium chromium-driver)",
+                allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver")
+
+ROOT = Path(__file__).resolve().parents[2]
+ARC = ROOT / "toolkit" / "depthtraj" / "data" / "arc_challenge_sample.jsonl"
+WIDTHS = (700, 1280)
+
+
+def _cli(*args) -> None:
+    r = subprocess.run([sys.executable, "-c", "from depthtraj.cli import main; main()", *map(str, args)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """``{"demo": report.html, "two": report.html}``: the demo's report, and a report of the demo's
+    recurrent store beside a 6-layer logit-lens store of the same ARC questions."""
+    root = tmp_path_factory.mktemp("browser")
+    _cli("demo", "--out", root / "demo", "--depths", 8)
+    _cli("tiny", "--adapter", "layers", "--model-type", "llama", "--layers", 6, "--out", root / "l6")
+    _cli("collect", "--adapter", "layers", "--model", root / "l6", "--task", "arc_challenge", "--data", ARC,
+         "--precision", "bf16,fp32", "--out", root / "l6.zarr")
+    _cli("report", root / "demo" / "demo.zarr", root / "l6.zarr", "--out", root / "two", "--bootstrap", 200)
+    return {"demo": root / "demo" / "report" / "report.html", "two": root / "two" / "report.html"}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--hide-scrollbars"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+
+def _open(driver, page: Path, width: int, height: int = 800) -> None:
+    driver.set_window_size(width, height)
+    # the viewport, not the window, must be `width` wide
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    driver.set_window_size(width + (width - inner[0]), height + (height - inner[1]))
+    driver.get(page.as_uri())
+    driver.execute_script("return document.readyState")
+
+
+_OVERFLOW = """
+const vw = document.documentElement.clientWidth, bad = [];
+for (const el of document.body.querySelectorAll('*')) {
+  const box = el.closest('.tbl');
+  if (box && box !== el) continue;                 // inside a table's own scroll box
+  const r = el.getBoundingClientRect();
+  if (r.width === 0 && r.height === 0) continue;   // not rendered (a closed <details>)
+  if (r.right > vw + 1 || r.left < -1) bad.push(`${el.tagName}.${el.className} ${Math.round(r.left)}..${Math.round(r.right)}`);
+}
+return {bad: bad.slice(0, 10), scroll: document.documentElement.scrollWidth, vw: vw};
+"""
+
+_IMAGES = """
+return Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'));
+"""
+
+_LINKS = """
+return Array.from(document.querySelectorAll('a[href^="#"]')).map(a => a.getAttribute('href').slice(1))
+  .filter(id => !document.getElementById(decodeURIComponent(id)));
+"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", ["demo", "two"])
+def test_the_report_reads_at_any_width(reports, browser, name, width, tmp_path):
+    _open(browser, reports[name], width)
+    over = browser.execute_script(_OVERFLOW)
+    assert not over["bad"] and over["scroll"] <= over["vw"] + 1, over
+    assert browser.execute_script(_IMAGES) == []
+    links = browser.execute_script("return document.querySelectorAll('a.sym').length")
+    assert links > 10  # the symbols link to their definitions ...
+    assert browser.execute_script(_LINKS) == []  # ... and every in-page link resolves
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    # the key columns are held in place by the page's script: sticky cells with offsets
+    assert browser.execute_script("return document.querySelectorAll('table.data .stick').length") > 0
+    shots = Path(os.environ.get("DEPTHTRAJ_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(shots / f"report-{name}-{width}.png"))
+
+
+def test_the_first_screen_answers_first(reports, browser):
+    """1280 × 800: the glance table (every store, task and arm with A_T, the best depth and τ) and
+    the accuracy-across-depth figure are both in view; a random-weight model says so."""
+    _open(browser, reports["demo"], 1280, 800)
+    rects = browser.execute_script("""
+      const t = document.querySelector('#glance table'), f = document.querySelector('#glance figure img');
+      return [t.getBoundingClientRect().bottom, f ? f.getBoundingClientRect().bottom : 1e9,
+              document.querySelectorAll('#glance tbody tr').length, document.querySelector('.note') ?
+              document.querySelector('.note').textContent : ''];
+    """)
+    table_bottom, figure_bottom, rows, note = rects
+    assert rows == 4  # the demo: 2 tasks × 2 arms
+    assert table_bottom <= 800 and figure_bottom <= 800, rects
+    assert "Random weights" in note and "†" in note
