@@ -4,7 +4,9 @@ Core tests run from what the package ships: the real Huginn and Ouro tokenizers
 (``depthtraj_adapters.tiny``), the real ARC-Challenge and MMLU sample (``toolkit/depthtraj/data``)
 and tiny random-weight checkpoints built from them. Only tests that need the full staged data
 in ``../shared/data`` (the whole ARC/MMLU files, the staged tokenizer to compare the shipped one
-with) may skip, and they carry ``@pytest.mark.shared_data``; a skip anywhere else fails the run
+with) may skip, and they carry ``@pytest.mark.shared_data``; so may the report's browser test
+without a system Chromium (``@pytest.mark.browser``; CI installs it and sets
+``DEPTHTRAJ_BROWSER=require``, which turns that skip into a failure); a skip anywhere else fails the run
 (:func:`pytest_sessionfinish`), so a missing dependency or fixture cannot hide a core path.
 ``DEPTHTRAJ_SHARED=/nonexistent`` simulates a checkout without ``../shared``.
 """
@@ -54,6 +56,12 @@ def pytest_configure(config):
     _share_the_cores()
 
 
+def _may_skip(node) -> bool:
+    """The tests that may skip: ``shared_data`` (the staged data beside the checkout) and
+    ``browser`` (a system browser, which CI installs and requires with DEPTHTRAJ_BROWSER=require)."""
+    return any(node.get_closest_marker(m) is not None for m in ("shared_data", "browser"))
+
+
 def _skip_reason(report) -> str:
     return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
 
@@ -64,7 +72,7 @@ def pytest_runtest_makereport(item, call):
     is a core skip; an expected failure (xfail, also reported as skipped) is not a skip."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and not hasattr(report, "wasxfail") and item.get_closest_marker("shared_data") is None:
+    if report.skipped and not hasattr(report, "wasxfail") and not _may_skip(item):
         item.config._depthtraj_core_skips.append(f"{item.nodeid}: {_skip_reason(report)}")
 
 
@@ -74,7 +82,7 @@ def pytest_make_collect_report(collector):
     test in it: a core skip unless the module is marked ``shared_data``."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and collector.get_closest_marker("shared_data") is None:
+    if report.skipped and not _may_skip(collector):
         collector.config._depthtraj_core_skips.append(f"{report.nodeid} (the whole module): {_skip_reason(report)}")
 
 

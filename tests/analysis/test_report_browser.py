@@ -26,16 +26,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.browser]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and DRIVER):
-    if os.environ.get("DEPTHTRAJ_BROWSER") == "require":
-        raise RuntimeError("the browser tests need Debian's chromium and chromium-driver (DEPTHTRAJ_BROWSER=require)")
-    pytest.skip("no chromium/chromedriver on this machine (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver")
 
 ROOT = Path(__file__).resolve().parents[2]
 ARC = ROOT / "toolkit" / "depthtraj" / "data" / "arc_challenge_sample.jsonl"
@@ -49,7 +43,7 @@ def _cli(*args) -> None:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
+def reports(browser, tmp_path_factory):
     """``{"demo": report.html, "two": report.html}``: the demo's report, and a report of the demo's
     recurrent store beside a 6-layer logit-lens store of the same ARC questions."""
     root = tmp_path_factory.mktemp("browser")
@@ -63,6 +57,14 @@ def reports(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
+    """Headless Chromium through Selenium; without Debian's chromium and chromium-driver the tests
+    skip (marker ``browser``), or fail where ``DEPTHTRAJ_BROWSER=require`` (CI)."""
+    if not (CHROMIUM and DRIVER):
+        why = "no chromium/chromedriver on this machine (apt-get install chromium chromium-driver)"
+        if os.environ.get("DEPTHTRAJ_BROWSER") == "require":
+            pytest.fail(f"DEPTHTRAJ_BROWSER=require: {why}")
+        pytest.skip(why)
+    from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
