@@ -124,14 +124,20 @@ def test_kl_is_zero_once_the_candidate_distribution_stops_moving():
     assert exit_positions(f, 0, rule.size)[0] == 2  # even θ = 1e-10 fires at depth 6
 
 
-def test_policies_are_learn_then_test_on_every_question():
-    rng = np.random.default_rng(3)
-    st_ = R.Store(score=rng.integers(-2, 3, size=(40, 7, 3, 1, 1)).astype(float), K=np.full(40, 3),
-                  n_arr=np.ones(40, int), label=rng.integers(0, 3, 40), gate=rng.uniform(0, 0.5, (40, 7, 1, 1)),
-                  tasks=["arc"] * 40, chunk=16)
+def _evaluated(n: int, seed: int, chunk: int, target: float):
+    """evaluate_exits on n random K = 3 questions with exit gates (T = 7, candidate depths 2..6,
+    2 folds, window 2, δ = 0.2, no draws)."""
+    rng = np.random.default_rng(seed)
+    st_ = R.Store(score=rng.integers(-2, 3, size=(n, 7, 3, 1, 1)).astype(float), K=np.full(n, 3),
+                  n_arr=np.ones(n, int), label=rng.integers(0, 3, n), gate=rng.uniform(0, 0.5, (n, 7, 1, 1)),
+                  tasks=["arc"] * n, chunk=chunk)
     ds = st_.dataset()
-    ev = evaluate_exits(score_of(ds), gate=ds["exit_gate"], depths=[2, 3, 4, 5, 6], draws=0, folds=2, window=2,
-                        target=0.2, delta=0.2)
+    return evaluate_exits(score_of(ds), gate=ds["exit_gate"], depths=[2, 3, 4, 5, 6], draws=0, folds=2, window=2,
+                          target=target, delta=0.2)
+
+
+def test_policies_are_learn_then_test_on_every_question():
+    ev = _evaluated(40, seed=3, chunk=16, target=0.2)
     names = [r.name for r in ev.rules]
     tot = ev.sums[0, :, 0].sum(axis=0)
     for pol in ev.policies():
@@ -150,13 +156,7 @@ def test_the_policy_bounds_the_disagreement_over_all_questions_and_shows_it_amon
     """Issue 35: Learn then Test bounds the per-question disagreement over *all* questions (a
     question that runs to T counts 0); among the questions that exit the rate is higher and not
     bounded. The policy says which, and carries both: all = among exits × exit share."""
-    rng = np.random.default_rng(5)
-    st_ = R.Store(score=rng.integers(-2, 3, size=(400, 7, 3, 1, 1)).astype(float), K=np.full(400, 3),
-                  n_arr=np.ones(400, int), label=rng.integers(0, 3, 400), gate=rng.uniform(0, 0.5, (400, 7, 1, 1)),
-                  tasks=["arc"] * 400, chunk=128)
-    ds = st_.dataset()
-    ev = evaluate_exits(score_of(ds), gate=ds["exit_gate"], depths=[2, 3, 4, 5, 6], draws=0, folds=2, window=2,
-                        target=0.3, delta=0.2)
+    ev = _evaluated(400, seed=5, chunk=128, target=0.3)
     names = [r.name for r in ev.rules]
     tot = ev.sums[0, :, 0].sum(axis=0)
     seen_gap = False

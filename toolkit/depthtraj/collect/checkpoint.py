@@ -44,13 +44,19 @@ def check_device(device: str) -> None:
     elif dev.type == "mps" and not torch.backends.mps.is_available():
         raise CollectError(f"--device {device} was asked for, but torch sees no MPS device")
 
-def _model_type(model) -> str | None:
+def _config(model) -> dict:
+    """A local checkpoint's ``config.json`` (``{}`` for a hub id resolved elsewhere, whose
+    ``from_pretrained`` reads it, or a file that is not a JSON object)."""
     import json
 
     try:
-        return json.loads((Path(str(model)) / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError):
-        return None  # a hub id resolved elsewhere: from_pretrained reads it
+        config = json.loads((Path(str(model)) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+def _model_type(model) -> str | None:
+    return _config(model).get("model_type")
 
 def _fitting_adapters(model, exclude: str = "") -> tuple[str | None, list[str]]:
     """``model``'s config.json model_type and the installed adapters (other than ``exclude``) that
@@ -104,11 +110,8 @@ def checkpoint_dtype(model) -> str | None:
     from collections import Counter
 
     root = Path(str(model))
-    try:
-        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        config = {}
-    named = config.get("torch_dtype") or config.get("dtype") if isinstance(config, dict) else None
+    config = _config(root)
+    named = config.get("torch_dtype") or config.get("dtype")
     if isinstance(named, str) and named.removeprefix("torch.") in _SAFETENSORS_DTYPES.values():
         return named.removeprefix("torch.")
     shards = sorted(root.glob("*.safetensors")) if root.is_dir() else []

@@ -20,7 +20,6 @@ from ..models.v1 import (
     TASK_FIELDS_SINCE,
     VARIABLES_SINCE,
     StoreAttrs,
-    attrs_version,
 )
 from .context import SEMVER, Context
 from .report import Collector, shown
@@ -115,10 +114,6 @@ def _declared_below_content(raw: dict, declared: tuple[str, str], arrays: list[s
     """DT-ATTR-002 (warning): a store declaring an older minor than its content (a reader of
     that minor would not know it holds, e.g., a layer depth). Earlier writers declared 1.0.0
     whatever they wrote; their stores read as before, with this warning."""
-    try:
-        attrs_minor = FORMAT_VERSIONS.index(attrs_version(raw))
-    except (TypeError, AttributeError, ValueError):
-        return  # malformed attrs: DT-ATTR-003's findings
     needs = {f"attrs.{k}": m for k, m in ATTRS_SINCE.items() if raw.get(k) is not None}
     for task in raw.get("tasks") if isinstance(raw.get("tasks"), list) else []:
         if isinstance(task, dict):
@@ -127,7 +122,7 @@ def _declared_below_content(raw: dict, declared: tuple[str, str], arrays: list[s
     if isinstance(model, dict):
         needs.update({f"attrs.model.{k}": m for k, m in MODEL_FIELDS_SINCE.items() if model.get(k) is not None})
     needs.update({f"array {a}": VARIABLES_SINCE[a] for a in arrays if a in VARIABLES_SINCE})
-    minor = max([attrs_minor, *needs.values()])
+    minor = max(needs.values(), default=0)  # the content's minor (models.v1.content_version's rules)
     declared_minor = int(declared[0]) if len(declared[0]) < 6 else 10**6
     if minor > declared_minor:
         newer_parts = [k for k, m in needs.items() if m > declared_minor]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .glance import depth_label, store_meta
 from .glossary import GLOSSARY, link_symbols
 from .render import (
     HTML_FOLDED_ROWS,
@@ -198,21 +199,6 @@ def _collections_table(computed):
     return Table("collections", "Trajectory collections (pd:tab:data)", cols, rows)
 
 
-def _meta(attrs: dict) -> dict:
-    """The depthtraj attribute object of a store's attrs (``{}`` when malformed)."""
-    meta = attrs.get("depthtraj", attrs)
-    return meta if isinstance(meta, dict) else {}
-
-
-def depth_label(attrs: dict) -> str:
-    """What depth t is in a store (format 1.2 ``depth``): ``recurrence step`` (also when the
-    store predates the attribute) or ``layer (logit lens)`` / ``layer (tuned lens)``."""
-    depth = _meta(attrs).get("depth") or {}
-    if depth.get("kind") != "layer":
-        return "recurrence step"
-    return f"layer ({(depth.get('lens') or {}).get('kind', '?')} lens)"
-
-
 #: what the sections that read a recurrence compute on a layer store (spec/v1/index.md §6.1)
 LAYER_READINGS = {
     6: "On a layer store ({stores}) depth t is the residual stream after layer t read through the lens: the arms "
@@ -234,7 +220,7 @@ def _checkpoints_table(computed):
 
     rows, seen = [], set()
     for path, attrs in computed.store_attrs.items():
-        meta = _meta(attrs)
+        meta = store_meta(attrs)
         model = meta.get("model", {})
         key = (model.get("name"), model.get("revision"))
         if key in seen:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-__all__ = ["RANDOM_MARK", "accuracy_series", "glance_table", "random_weight_models"]
+__all__ = ["RANDOM_MARK", "accuracy_series", "depth_label", "glance_table", "random_weight_models", "store_meta"]
 
 #: The glance table's mark of a random-weight model (the note above the table says what it means).
 RANDOM_MARK = "†"
@@ -37,7 +37,8 @@ def _rows(an: dict, name: str) -> list[dict]:
     return (an.get("tables", {}).get(name) or {}).get("rows", [])
 
 
-def _meta(attrs: dict) -> dict:
+def store_meta(attrs: dict) -> dict:
+    """The depthtraj attribute object of a store's attrs (``{}`` when malformed)."""
     meta = attrs.get("depthtraj", attrs) if isinstance(attrs, dict) else {}
     return meta if isinstance(meta, dict) else {}
 
@@ -46,13 +47,15 @@ def random_weight_models(store_attrs: dict) -> dict[str, bool]:
     """``{store: True}`` for the stores whose ``model.random_weights`` is true (format 1.2)."""
     out = {}
     for store, attrs in store_attrs.items():
-        model = _meta(attrs).get("model") or {}
+        model = store_meta(attrs).get("model") or {}
         out[store] = isinstance(model, dict) and model.get("random_weights") is True
     return out
 
 
-def _depth_kind(attrs: dict) -> str:
-    depth = _meta(attrs).get("depth") or {}
+def depth_label(attrs: dict) -> str:
+    """What depth t is in a store (format 1.2 ``depth``): ``recurrence step`` (also when the
+    store predates the attribute) or ``layer (logit lens)`` / ``layer (tuned lens)``."""
+    depth = store_meta(attrs).get("depth") or {}
     if depth.get("kind") != "layer":
         return "recurrence step"
     return f"layer ({(depth.get('lens') or {}).get('kind', '?')} lens)"
@@ -117,7 +120,7 @@ def glance_table(document: dict, store_attrs: dict):
         for task, arm in keys:
             a, t = acc.get((task, arm), {}), tau.get((task, arm), {})
             row = {"store": Path(store).name, "model": an["model"] + (f" {RANDOM_MARK}" if random.get(store) else ""),
-                   "task": task, "depth_kind": _depth_kind(store_attrs.get(store, {})), "precision": arm,
+                   "task": task, "depth_kind": depth_label(store_attrs.get(store, {})), "precision": arm,
                    "N": counts.get((task, arm)), "T": an["endpoint"],
                    "A_T": a.get("A_T"), "A_T_lo": a.get("A_T_lo"), "A_T_hi": a.get("A_T_hi"),
                    "tau": t.get("tau"), "tau_lo": t.get("tau_lo"), "tau_hi": t.get("tau_hi")}
