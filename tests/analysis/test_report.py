@@ -432,3 +432,21 @@ def test_every_table_is_one_table_in_its_own_scroll_box(report_dir):
     assert levels.count("\n|---") == 1
     for store in ("f1.zarr", "f2.zarr", "f3.zarr"):
         assert f"| {store} |" in levels
+
+
+def test_the_depth_axis_is_the_readers_choice(tmp_path):
+    """Issue 36: the first screen's accuracy figure (and the per-depth curves) read depth t, or
+    relative depth t/T (``--depth-axis t/T``; ``auto``: t/T when the stores' T differ)."""
+    store = synthetic_store(tmp_path / "f1.zarr", n=24, endpoint=6, readout="label", chunk_size=8)
+    pngs = {}
+    for axis in ("auto", "t", "t/T"):
+        out = tmp_path / f"rep-{axis.replace('/', '')}"
+        r = CliRunner().invoke(app, ["report", store, "--out", str(out), "--bootstrap", "0", "--sections", "4",
+                                     "--depth-axis", axis])
+        assert r.exit_code == 0, r.output
+        pngs[axis] = (out / "figures" / "accuracy_across_depth.png").read_bytes()
+    # one store: auto reads depth t; t/T draws another axis
+    assert pngs["auto"] == pngs["t"] != pngs["t/T"]
+    bad = CliRunner().invoke(app, ["report", store, "--out", str(tmp_path / "x"), "--depth-axis", "layers"])
+    assert bad.exit_code == 2 and "--depth-axis must be one of auto, t, t/T" in bad.output
+    assert not (tmp_path / "x").exists()

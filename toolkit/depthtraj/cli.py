@@ -306,6 +306,9 @@ def report(
     allocation_loss: AllocationLossOpt = "weighted",
     readout_folds: ReadoutFoldsOpt = 4,
     energy_matching: EnergyMatchingOpt = "pooled",
+    depth_axis: Annotated[str, typer.Option(
+        metavar="auto|t|t/T", help="x axis of the first screen's accuracy figure and the per-depth curves: depth t, "
+                                   "relative depth t/T, or auto (t/T when the stores' T differ).")] = "auto",
     allow_defects: AllowDefectsOpt = False,
 ) -> None:
     """The paper, regenerated: every table and figure the stores support, in the paper's order, with
@@ -321,7 +324,7 @@ def report(
             seed=seed, level=level, normalization=normalization or "auto", select=select, by=by, scheduler_spec=scheduler,
             early=early, late=late, step=step, permutations=permutations, scale_check=scale_check,
             sections=sections, allow_defects=allow_defects, allocation_loss=allocation_loss, readout_folds=readout_folds,
-            energy_matching=energy_matching,
+            energy_matching=energy_matching, depth_axis=depth_axis,
         )
     )
 

@@ -243,10 +243,11 @@ def _checkpoints_table(computed):
     return Table("checkpoints", "Pinned model configuration (pd:app:tab:checkpoints)", cols, rows)
 
 
-def build_items(computed, figure_dir: Path) -> list[ReportItem]:
+def build_items(computed, figure_dir: Path, *, relative: bool | None = False) -> list[ReportItem]:
     """Every item of the report, in the paper's order, then the registered tables the paper has
     no label for: tables become :class:`Block` objects, figures are drawn into ``figure_dir``."""
     from .. import engine
+    from ..core.plotting import coverage
     from ..figures import draw_figures
     from ..sections import load
 
@@ -288,7 +289,8 @@ def build_items(computed, figure_dir: Path) -> list[ReportItem]:
         if item.display is not None and is_series(item.display.table):
             from .series import depth_series_figure
 
-            drawn_series = depth_series_figure([t for _, t in tables], figure_dir / f"series_{item.blocks[0].stem}.png")
+            drawn_series = depth_series_figure([t for _, t in tables], figure_dir / f"series_{item.blocks[0].stem}.png",
+                                               relative=relative, level=coverage(document))
             item.series = [str(Path("figures") / Path(p).name) for p in drawn_series]
         return item
 
@@ -496,7 +498,7 @@ def _folded_summary(block: Block) -> str:
     return f"The table: {n} row{'s' if n != 1 else ''} (every value with its interval)"
 
 
-def _glance(computed, figure_dir: Path, stores: dict[str, str]) -> dict:
+def _glance(computed, figure_dir: Path, stores: dict[str, str], *, relative: bool | None = None) -> dict:
     """The first screen: the glance table (:func:`.glance.glance_table`), the accuracy-across-depth
     figure of every store and arm, the random-weight notes."""
     from .glance import RANDOM_MARK, glance_table, random_weight_models
@@ -508,7 +510,8 @@ def _glance(computed, figure_dir: Path, stores: dict[str, str]) -> dict:
                      stores=stores, fold=False)  # every column, constant or not: the first screen says it all
     random = random_weight_models(computed.store_attrs)
     figures = [str(Path("figures") / Path(p).name) for p in
-               accuracy_across_depth(document, figure_dir / "accuracy_across_depth.png", random=random)]
+               accuracy_across_depth(document, figure_dir / "accuracy_across_depth.png", random=random,
+                                     relative=relative)]
     models = {}
     for an in document["analyses"]:
         if random.get(an["store"]):
@@ -646,9 +649,15 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
     )
 
 
-def write_report(computed, out: Path, *, overwrite: bool = False, options: dict | None = None) -> list[ReportItem]:
+#: ``report --depth-axis``: depth t, relative depth t/T, or t/T when the stores' T differ.
+DEPTH_AXES = {"auto": None, "t": False, "t/T": True}
+
+
+def write_report(computed, out: Path, *, overwrite: bool = False, options: dict | None = None,
+                 depth_axis: str = "auto") -> list[ReportItem]:
     """Write the report of ``computed`` (:func:`depthtraj.analysis.cli.compute_analysis`) to
-    ``out`` (see the module doc) and return its items.
+    ``out`` (see the module doc) and return its items. ``depth_axis`` (:data:`DEPTH_AXES`): the x
+    axis of the accuracy-across-depth figure and the per-depth curves.
 
     Raises
     ------
@@ -664,8 +673,9 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
 
     out = Path(out)
     with atomic_directory(out, overwrite=overwrite) as tmp:
-        items = build_items(computed, tmp / "figures")
-        glance = _glance(computed, tmp / "figures", _stores_line(computed.document))
+        relative = DEPTH_AXES[depth_axis]
+        items = build_items(computed, tmp / "figures", relative=relative)
+        glance = _glance(computed, tmp / "figures", _stores_line(computed.document), relative=relative)
         _write_tables(items, tmp)
         document = computed.document
         models = sorted({an["model"] for an in document["analyses"]})
@@ -711,6 +721,11 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
     from ..cli import UsageError, compute_analysis
 
     out = Path(out)
+    depth_axis = options.pop("depth_axis", "auto")
+    if depth_axis not in DEPTH_AXES:
+        print(f"depthtraj: error: --depth-axis must be one of {', '.join(DEPTH_AXES)}, got {depth_axis!r}",
+              file=sys.stderr)
+        return 2
     try:
         check_free(out, overwrite=overwrite)
     except OutputExists as exc:
@@ -727,7 +742,7 @@ def run_report(stores: Sequence[str], *, out: Path, overwrite: bool = False, **o
             status.update("analysing the stores")
             computed = compute_analysis(stores, **{**options, "sections": sections})
             status.update("drawing the figures and writing the tables")
-            items = write_report(computed, out, overwrite=overwrite,
+            items = write_report(computed, out, overwrite=overwrite, depth_axis=depth_axis,
                                  options={k: v for k, v in options.items() if v not in (None, [], ())})
     except (UsageError, OutputExists) as exc:
         print(f"depthtraj: error: {exc}", file=sys.stderr)
