@@ -874,6 +874,14 @@ def demo(
 INTERNAL_ERROR = 3
 
 
+def __getattr__(name: str):
+    """``depthtraj.cli.click_group``: the click group the typer app builds, what the
+    documentation's CLI reference renders (mkdocs-click); built on first use."""
+    if name == "click_group":
+        return typer.main.get_command(app)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main() -> None:  # console-script entry point
     """Run the CLI. Every command turns the errors its input can cause into one line and exit
     2; this is the last line of defence: an ``OSError`` (disk full, permission denied) is one

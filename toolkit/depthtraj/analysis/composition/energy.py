@@ -782,7 +782,7 @@ def mass_concentration(ds):
     * ``M`` = exp(log_M) (fraction of probability for label stores; ``pd:eq:mass``);
     * ``kappa`` = D_KL(U_K ‖ π_t) = log_M - log K - mean_k s_{t,k} (nats, ≥ 0);
     * ``pi`` (question, depth, candidate, arrangement, precision) = exp(s - log_M), the
-      conditional distribution within the candidate set (NaN past K).
+        conditional distribution within the candidate set (NaN past K).
 
     NaN where K < 2 or a real score at the depth is not finite. ``attrs['interpretation']`` is
     ``'probability'`` (label stores) or ``'algebraic'`` (``pd:app:mass-interpretation``).

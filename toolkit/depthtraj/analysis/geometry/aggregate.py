@@ -164,9 +164,9 @@ def ladder_cells(lad, by: str = "task"):
     * ``n`` valid entries, ``n_unique`` entries with a unique winner (counts);
     * ``unique``: share of valid entries with a unique winner (fraction);
     * ``m, L_raw, L_q, L_dir, L_res, A_tr, A_dir, A_pair``: means over unique-winner entries
-      (nats; NaN where there is none);
+        (nats; NaN where there is none);
     * ``pass_j`` for j in raw, mean, LSE, q, dir, res: share of valid entries with a unique
-      winner and L_j > 0 (fraction; the pointwise sets 𝒜_{j,t} of ``pd:cor:depth``).
+        winner and L_j > 0 (fraction; the pointwise sets 𝒜_{j,t} of ``pd:cor:depth``).
 
     Raises
     ------
