@@ -6,12 +6,17 @@ guides (and the getting-started page) and runs its code blocks in order, as a re
 * ```` ```shell ```` blocks are commands this machine cannot run (a GPU, a hub checkpoint, a
   cluster): they are not run, but every ``depthtraj`` command line in them is parsed by the CLI
   itself (its options and arguments resolved, nothing executed), so a renamed or removed option
-  fails the page. Other commands in them (``pip``, ``sbatch``) are left alone.
+  fails the page (a literal ``...`` stands for options left out: only a missing required option
+  is forgiven there). Other commands in them (``pip``, ``sbatch``) are left alone.
+* The reference pages (``reference/*.md``) show commands to adapt: only their ```` ```shell ````
+  blocks are checked, as above.
 * ```` ```text ````, ```` ```toml ````, ```` ```yaml ```` … blocks are shown, not run.
 
 Every page runs in a fresh temporary directory (its working directory for both bash and Python),
-with this interpreter's ``bin`` first on ``PATH`` (``depthtraj``, ``python``, ``lm_eval``), the
-Hugging Face hub offline, and ``DEPTHTRAJ_CACHE_DIR`` shared by the pages of one run.
+with the same environment for both: this interpreter's ``bin`` first on ``PATH`` (``depthtraj``, ``python``, ``lm_eval``), the
+Hugging Face hub offline, and ``DEPTHTRAJ_CACHE_DIR`` shared by the pages of one run. Under
+``make test`` (pytest-xdist) the thread pools are sized to a worker's share of the cores by
+tests/conftest.py, and the pages' commands inherit that.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import tempfile
 from pathlib import Path
 
 from sybil import Sybil
-from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+from sybil.sybil import SybilCollection
+from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
 
 BIN = str(Path(sys.executable).parent)
 CACHE = os.environ.get("DEPTHTRAJ_CACHE_DIR") or str(Path(tempfile.gettempdir()) / "depthtraj-docs-cache")
@@ -48,12 +54,16 @@ def _env() -> dict[str, str]:
 
 def _setup(namespace: dict) -> None:
     namespace["_cwd_before"] = os.getcwd()
+    namespace["_environ_before"] = dict(os.environ)
     namespace["_workdir"] = tempfile.mkdtemp(prefix="depthtraj-docs-")
     os.chdir(namespace["_workdir"])
+    os.environ.update(_env())  # python blocks see what bash blocks see (a subprocess finds depthtraj)
 
 
 def _teardown(namespace: dict) -> None:
     os.chdir(namespace["_cwd_before"])
+    os.environ.clear()
+    os.environ.update(namespace["_environ_before"])
     shutil.rmtree(namespace["_workdir"], ignore_errors=True)
 
 
@@ -105,7 +115,6 @@ def parse_shell(example) -> str | None:
     """Parse every ``depthtraj`` command of a ```` ```shell ```` block with the CLI's own parser
     (nothing runs); return a failure message for one it refuses."""
     import typer
-
     from depthtraj.cli import app
 
     group = typer.main.get_command(app)
@@ -114,7 +123,8 @@ def parse_shell(example) -> str | None:
             argv = argv[1:]
         if not argv or argv[0] != "depthtraj":
             continue
-        args = argv[1:]
+        args = [a for a in argv[1:] if a != "..."]
+        elided = len(args) < len(argv) - 1  # `depthtraj collect ... --resume`: options left out
         try:
             with group.make_context("depthtraj", list(args)) as ctx:
                 name, cmd, rest = group.resolve_command(ctx, _remaining(ctx))
@@ -124,19 +134,30 @@ def parse_shell(example) -> str | None:
                     ctx = sub
                 cmd.make_context(name, list(rest), parent=ctx).close()
         except Exception as exc:  # click's usage errors, and anything else the parse raises
-            message = getattr(exc, "format_message", lambda: str(exc))()
+            if type(exc).__name__ == "Exit" and getattr(exc, "exit_code", 1) == 0:
+                continue  # an eager option that answers and exits (--version, --help)
+            if elided and str(exc).startswith(("Missing option", "Missing argument")):
+                continue  # what `...` stands for may hold the required options
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
             return f"`{shlex.join(argv)}` does not parse: {message}"
     return None
 
 
-pytest_collect_file = Sybil(
+_pages = Sybil(
     parsers=[
         CodeBlockParser(language="bash", evaluator=run_bash),
         CodeBlockParser(language="shell", evaluator=parse_shell),
-        PythonCodeBlockParser(),
-        SkipParser(),
+        PythonCodeBlockParser(),  # no skip directive: every block of a page runs
     ],
     patterns=["getting-started.md", "tutorials/*.md", "how-to/*.md"],
     setup=_setup,
     teardown=_teardown,
-).pytest()
+)
+# the reference pages show commands for a reader to adapt (stores they do not have): their
+# ```shell blocks are parsed by the CLI like the pages' above, and nothing else of them runs
+_reference = Sybil(
+    parsers=[CodeBlockParser(language="shell", evaluator=parse_shell)],
+    patterns=["reference/*.md"],
+    name="reference",
+)
+pytest_collect_file = SybilCollection([_pages, _reference]).pytest()

@@ -19,7 +19,7 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[1]
 #: repository paths (files or directories) published on the site under the same path
-PUBLISHED = ("spec", "schemas", "CHANGELOG.md")
+PUBLISHED = ("spec", "schemas", "CHANGELOG.md", "ARCHITECTURE.md", "benchmarks/README.md")
 
 
 def on_files(files, config):
@@ -47,7 +47,6 @@ def _glossary_markdown() -> str:
 def _cli_markdown() -> str:
     import typer
     import typer.cli
-
     from depthtraj.cli import app
 
     command = typer.main.get_command(app)

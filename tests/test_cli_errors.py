@@ -172,3 +172,23 @@ def test_a_bug_is_one_line_too(monkeypatch, capsys):
     monkeypatch.setenv("DEPTHTRAJ_TRACEBACK", "1")
     with pytest.raises(ZeroDivisionError):
         cli.main()
+
+
+def test_an_s3_refusal_where_the_data_is_read_is_a_user_error(monkeypatch, capsys):
+    """botocore's errors come from the user's credentials, endpoint or network, also when a dask
+    worker raises them mid-pass: one line, exit 2, saying the workers need the credentials too
+    (issue 37's dask how-to found `analyze s3://... --scheduler tcp://...` exiting 3)."""
+    botocore = pytest.importorskip("botocore.exceptions")
+    from depthtraj import cli
+
+    def no_credentials(*a, **k):
+        raise botocore.NoCredentialsError()
+
+    monkeypatch.setattr(cli, "app", no_credentials)
+    monkeypatch.delenv("DEPTHTRAJ_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "error: S3: Unable to locate credentials (NoCredentialsError)" in err and "workers" in err

@@ -21,9 +21,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from depthtraj.cli import app
+from typer.testing import CliRunner
 
 NOTE = "cannot list its keys"
 
@@ -38,7 +37,6 @@ def root(tmp_path_factory) -> Path:
     ``miss.zarr`` (a chunk of complete questions deleted), ``bad.zarr`` (a corrupt chunk),
     ``nocm.zarr`` (no consolidated metadata)."""
     import zarr
-
     from depthtraj.testing import synthetic_store
 
     root = tmp_path_factory.mktemp("remote")
@@ -370,7 +368,6 @@ def test_a_missing_package_says_what_to_install(monkeypatch, scheme, module, nee
 def test_can_list_is_never_stale(root):
     # the answer is remembered per live store: a store that reuses a freed store's id is asked
     import zarr.storage
-
     from depthtraj.chunks import can_list
 
     for _ in range(50):
@@ -378,3 +375,20 @@ def test_can_list_is_never_stale(root):
         assert not can_list(unlistable)
         del unlistable  # freed at once: the next store often gets its id
         assert can_list(zarr.storage.LocalStore(str(root / "p.zarr")))
+
+
+@pytest.mark.parametrize("kind", ["local", "http", "plain"])
+def test_info_says_the_size_only_where_the_file_system_can_tell(request, root, kind):
+    """Over HTTP without directory listings fsspec sums nothing (0 bytes): ``info`` says the size
+    is unknown instead of printing 0 B (issue 37's remote-stores how-to found it)."""
+    from depthtraj.info import _size
+
+    url = _url(request, root, kind, "p.zarr")
+    size = _size(url)
+    if kind == "plain":
+        assert size is None
+        code, out, err = _run("info", url)
+        assert code == 0, err
+        assert "unknown (the server lists no files)" in out
+    else:
+        assert size and size > 0

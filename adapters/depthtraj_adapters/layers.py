@@ -272,6 +272,8 @@ class LayersAdapter(LoopedLMAdapter):
     # ------------------------------------------------------------------ options and loading
     @staticmethod
     def unsupported(model_type: Any) -> str:
+        """The one-line error message for a checkpoint whose ``model_type`` the layers adapter does
+        not step; it names the supported ones (:data:`SUPPORTED`)."""
         return (f"model_type {model_type!r} is not supported by the layers adapter; it steps the decoder layers of "
                 f"{', '.join(SUPPORTED)}")
 

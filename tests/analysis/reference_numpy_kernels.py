@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from depthtraj.analysis.dynamics.increments import INCREMENT_VARS, PERMUTATION_VARS, RHO_BINS, _PERM_BUDGET, _TRANS
-from depthtraj.analysis.geometry.ladder import _ladder_kernel
+from depthtraj.analysis.geometry.margin_ladder import _ladder_kernel
 
 __all__ = ["correctness_kernel", "dynamics_kernel", "increments_kernel", "permutation_kernel", "promotion_kernel"]
 
@@ -225,7 +225,7 @@ def _promotion_rule(unique, L_q, L_raw):
 def _grid_ladder(s, K, grid_idx, endpoint_idx):
     """The §3 ladder at grid depths: dict var -> ``[q, A, P, G]`` (via geometry's kernel), and
     ``ok_T`` ``[q, A, P]`` (K ≥ 2 and finite scores at T)."""
-    from depthtraj.analysis.geometry.ladder import LADDER_VARS
+    from depthtraj.analysis.geometry.margin_ladder import LADDER_VARS
 
     s = np.asarray(s)
     K = np.asarray(K).astype(np.int64)

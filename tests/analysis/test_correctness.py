@@ -94,6 +94,7 @@ def test_winner_is_the_ladders_winner(small_store):
     T = int(ds.depth.values[-1])
     lad, w = compute_together(ladder(ds), winners(ds, [t for t in ds.depth.values if t < T]))
     np.testing.assert_array_equal(w.values, lad["winner"].values)
+    assert w.dtype == np.int16 and "units" not in w.attrs  # identities, not the score's nats
 
 
 def test_kernel_is_the_lazy_function(small_store):

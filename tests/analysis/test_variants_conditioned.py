@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 
 from depthtraj.analysis.core.bootstrap import bootstrap_weights, percentile_interval
-from depthtraj.analysis.geometry.ladder import earliest_depths
+from depthtraj.analysis.geometry.margin_ladder import earliest_depths
 from depthtraj.analysis.sensitivity.variants import format_conditioned_table
 from depthtraj.store import open_store
 from depthtraj.testing import synthetic_store

@@ -13,7 +13,7 @@ import pytest
 from depthtraj.store import StoreError
 from depthtraj.validate import LEVELS, RULES, Finding, Report, render_json, render_rules_markdown, validate_store
 from depthtraj.validate.report import CELL_LIMIT
-from depthtraj.validate.rules import SECTIONS, rules_for_level
+from depthtraj.validate.rules import SECTIONS, rule_url, rules_for_level
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "spec" / "v1"
@@ -93,8 +93,10 @@ def test_report_exit_codes_and_json_shape():
         "format_version": None,
         "level": "attrs",
         "findings": [
-            {"rule": "DT-DATA-001", "severity": "error", "path": "score[q=0]", "message": "m", "hint": "h"},
-            {"rule": "DT-DATA-010", "severity": "warning", "path": "complete", "message": "m", "hint": "h"},
+            {"rule": "DT-DATA-001", "severity": "error", "path": "score[q=0]", "message": "m", "hint": "h",
+             "url": rule_url("DT-DATA-001")},
+            {"rule": "DT-DATA-010", "severity": "warning", "path": "complete", "message": "m", "hint": "h",
+             "url": rule_url("DT-DATA-010")},
         ],
         "notes": [],
         "summary": {"errors": 1, "warnings": 1},

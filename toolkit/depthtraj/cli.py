@@ -884,8 +884,9 @@ def __getattr__(name: str):
 
 def main() -> None:  # console-script entry point
     """Run the CLI. Every command turns the errors its input can cause into one line and exit
-    2; this is the last line of defence: an ``OSError`` (disk full, permission denied) is one
-    line and exit 2, anything else is a bug in depthtraj and prints one line and exit 3
+    2; this is the last line of defence: an ``OSError`` (disk full, permission denied) or an S3
+    error raised where the data is read (botocore's, e.g. a dask worker without credentials) is
+    one line and exit 2, anything else is a bug in depthtraj and prints one line and exit 3
     (``DEPTHTRAJ_TRACEBACK=1`` shows the traceback), never a traceback by default."""
     import os
 
@@ -905,6 +906,15 @@ def main() -> None:  # console-script entry point
         if isinstance(exc, OSError):
             where = f"{exc.filename}: " if exc.filename else ""
             typer.echo(f"depthtraj: error: {where}{exc.strerror or message}", err=True)
+            sys.exit(USER_ERROR)
+        if type(exc).__module__.startswith(("botocore.", "aiobotocore.")):
+            # S3 refused or could not be reached where the data was read: on a dask.distributed
+            # cluster that is a worker, which needs its own credentials and endpoint
+            typer.echo(
+                f"depthtraj: error: S3: {message} ({type(exc).__name__}); with --scheduler tcp://..., "
+                "the workers need the credentials and AWS_ENDPOINT_URL too",
+                err=True,
+            )
             sys.exit(USER_ERROR)
         typer.echo(
             f"depthtraj: internal error: {type(exc).__name__}: {message} (a bug in depthtraj; "

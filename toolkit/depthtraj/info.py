@@ -24,9 +24,12 @@ def _size(path: str, storage_options=None) -> int | None:
 
     try:
         fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
-        return int(fs.du(root, total=True))
+        size = int(fs.du(root, total=True))
     except Exception:  # noqa: BLE001 - a server without listings: the size is unknown, not an error
         return None
+    # fsspec's HTTP file system sums the files a directory page lists: 0 when the server lists none
+    # (a store always has its zarr.json), so 0 there means "cannot say", not an empty store
+    return None if size == 0 and fs.protocol in ("http", "https", ("http", "https")) else size
 
 
 def _human(n: int | None) -> str:

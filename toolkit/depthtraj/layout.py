@@ -54,6 +54,7 @@ class ArraySpec:
 
     @property
     def per_question(self) -> bool:
+        """Whether the array is indexed by question first (its first dim is ``question``)."""
         return bool(self.dims) and self.dims[0] == QUESTION
 
 

@@ -32,6 +32,8 @@ def attrs_schema(version: str = "v1") -> dict:
 
 
 def render(schema: dict) -> str:
+    """``schema`` as the text of its file: JSON with sorted keys, indented by 2, non-ASCII
+    characters kept, and a final newline."""
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 

@@ -98,10 +98,12 @@ class QuestionSet:
 
     @property
     def n_candidates(self) -> np.ndarray:
+        """The candidate count ``K`` of each question: int8 ``[question]``."""
         return np.array([len(c) for c in self.candidate_text], dtype=np.int8)
 
     @property
     def k_max(self) -> int:
+        """The most candidates of any question (0 for an empty set)."""
         return int(self.n_candidates.max()) if len(self.id) else 0
 
     def with_seeds(self, base: int) -> QuestionSet:
@@ -111,6 +113,8 @@ class QuestionSet:
         return qs
 
     def padded(self, name: str) -> np.ndarray:
+        """The per-question list field ``name`` (``candidate_text`` or ``candidate_label``) as an
+        object array ``[question, k_max]``, ``''`` past each question's candidates."""
         k = self.k_max
         rows = getattr(self, name)
         out = np.full((len(rows), k), "", dtype=object)

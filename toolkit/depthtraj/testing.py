@@ -441,8 +441,8 @@ class AdapterKit:
         of two readouts, ``2e-5`` nats per scored token). The probes are also the same bytes for an
         item alone and in a batch (invariant batching) and for the same seeds twice.
     ``store-validates``
-        :func:`depthtraj.collect.collect` with this adapter (through its entry point, see
-        the adapter class passed to :func:`depthtraj.collect.collect` directly), on 2 ARC + 2 MMLU questions of the shipped sample, writes
+        :func:`depthtraj.collect.collect` with this adapter class (passed directly: no entry point
+        needs to be installed), on 2 ARC + 2 MMLU questions of the shipped sample, writes
         a store that :func:`depthtraj.validate.validate_store` passes at level ``data`` with no
         error, recording the adapter's name, version and family: for each of
         ``store_readouts``, ``label`` (F1, three arms) and ``text`` (F3 with options under the
@@ -457,7 +457,7 @@ class AdapterKit:
         checkpoint: directory (or hub id) its ``load`` accepts; a tiny random-weight model.
         items: probe questions (at least two prompts of different token lengths).
         n_steps: endpoint depth ``T`` of the checks.
-        tmp_path: where stores and the throw-away entry point go (default: temporary dirs).
+        tmp_path: where the stores of ``store-validates`` go (default: a temporary directory).
         device: torch device of the adapter.
         atol: tolerance (nats) of batch independence and packed vs unshared.
         own_atol: tolerance (nats) of the comparison with the model's own forward.

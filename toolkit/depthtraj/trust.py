@@ -96,6 +96,8 @@ class Defect:
     first: str
 
     def to_json(self) -> dict:
+        """The defect as a JSON object, with its ``effect``: what breaking the rule does to the
+        analyses (:data:`DEFECT_RULES`; ``''`` for a rule not listed there)."""
         return {"rule": self.rule, "values": int(self.values),
                 "questions": None if self.questions is None else int(self.questions),
                 "first": self.first, "effect": DEFECT_RULES.get(self.rule, "")}
@@ -123,6 +125,8 @@ class Admission:
 
     @property
     def n_incomplete(self) -> int:
+        """The number of the store's questions that are not complete (excluded from the
+        analyses)."""
         return int(self.n_questions - int(self.complete.sum()))
 
     def exclusion_line(self) -> str:
@@ -136,6 +140,9 @@ class Admission:
                 f"{self.n_questions - self.n_incomplete} (DT-DATA-010)")
 
     def to_json(self) -> dict:
+        """The admission as a JSON object: the store, its question count, the complete and
+        incomplete counts, the first incomplete ids (at most 10) and the notes; the defects are not
+        included."""
         return {
             "store": self.store,
             "n_questions": int(self.n_questions),

@@ -8,10 +8,10 @@ from typing import Any
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".py", ".json", ".model", ".txt", ".tiktoken")
 
-#: The ``config.json`` key of a checkpoint whose weights are random (an adapter's tiny checkpoint,
-#: ``depthtraj tiny``): ``collect`` records it as ``model.random_weights`` (format 1.2), and every
-#: output that shows such a store says its numbers describe no trained model.
 RANDOM_WEIGHTS_KEY = "depthtraj_random_weights"
+"""The ``config.json`` key of a checkpoint whose weights are random (an adapter's tiny checkpoint,
+``depthtraj tiny``): ``collect`` records it as ``model.random_weights`` (format 1.2), and every
+output that shows such a store says its numbers describe no trained model."""
 
 
 def has_random_weights(directory: str | Path) -> bool:

@@ -37,6 +37,8 @@ def encode_pair(tokenizer: Any, context: str, continuation: str) -> tuple[list[i
 
 
 def continuation_ids(tokenizer: Any, context: str, continuation: str) -> list[int]:
+    """The token ids of ``continuation`` after ``context``, split as lm-eval does: the second
+    element of :func:`encode_pair`."""
     return encode_pair(tokenizer, context, continuation)[1]
 
 
@@ -78,6 +80,13 @@ class Packed:
 def pack(
     prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[Sequence[int]]], pad: int
 ) -> Packed:
+    """Pack a batch of items into shared-prefix rows with their readout plan (:class:`Packed`).
+
+    Row ``i`` holds the token ids of ``prompts[i]`` followed by those of each continuation of
+    ``continuations[i]``, in order, then the token ``pad`` up to the longest row. The prompt's
+    position ids run ``0..P-1`` and every continuation's restart at ``P`` (the prompt length), as if
+    it alone followed the prompt; padding has position 0. ``k_max`` is the most continuations of any
+    item; every continuation needs at least one token."""
     batch = len(prompts)
     k_max = max(len(c) for c in continuations)
     n_tokens = np.zeros((batch, k_max), dtype=np.int32)
@@ -138,6 +147,10 @@ class Unshared:
 
 
 def unshare(packed: Packed, pad: int = 0) -> Unshared:
+    """The items of ``packed`` as one causal sequence ``[x, v_k]`` per (item, continuation ``k``)
+    with at least one token (:class:`Unshared`): rows in item, then candidate order, padded with the
+    token ``pad``; the readout of each row is the last prompt token, then every continuation token
+    but the last."""
     item, cand = np.nonzero(packed.n_tokens > 0)  # row-major: item, then candidate
     p = packed.prompt_len[item]
     n = packed.n_tokens[item, cand].astype(np.int64)

@@ -69,6 +69,8 @@ class LabelReadout(_LabelArrays):
 
     def __new__(cls, logprob, logsumexp, latent_step_norm, extras: Mapping[str, np.ndarray] | None = None,
                 probes: ReadoutProbes | None = None):
+        """A label readout of the three arrays, with the step ``extras`` (copied into a new dict;
+        empty when None) and the §7 ``probes`` (None when they were not asked for)."""
         self = super().__new__(cls, logprob, logsumexp, latent_step_norm)
         self.extras = dict(extras or {})
         self.probes = probes
@@ -109,6 +111,9 @@ class TextReadout(_TextArrays):
     probes: ReadoutProbes | None
 
     def __new__(cls, *fields, extras: Mapping[str, np.ndarray] | None = None, probes: ReadoutProbes | None = None):
+        """A text readout of the :class:`_TextArrays` fields in their order (``greedy`` may be left
+        out: None), with the step ``extras`` (copied into a new dict; empty when None) and the §7
+        ``probes`` (None when they were not asked for)."""
         self = super().__new__(cls, *fields)
         self.extras = dict(extras or {})
         self.probes = probes

@@ -27,6 +27,8 @@ class SelfCheckReport:
     atol: float
 
     def line(self) -> str:
+        """The one-line summary of a passed self-check: the depths checked, the largest difference
+        from the model's own forward over all probes (nats) and the tolerance."""
         worst = max(self.max_abs_error.values(), default=0.0)
         return (
             f"self-check passed at depths {', '.join(map(str, self.depths))}: the adapter's "

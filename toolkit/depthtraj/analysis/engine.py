@@ -105,6 +105,7 @@ class PassRequest:
 
     @property
     def n_precision(self) -> int:
+        """The number of precision arms of :attr:`score` (its ``precision`` size)."""
         return int(self.score.sizes[L.PRECISION])
 
 

@@ -522,6 +522,10 @@ class TrajectoryExamples:
     texts: dict[str, str] = field(default_factory=dict)  #: class key -> its TRANSITIONS text
 
     def to_json(self) -> dict[str, Any]:
+        """The examples as a JSON object: the selection rule, the paper's label of the transition
+        classes, the precision arm, arrangement, start and endpoint depths, ``per_class``, the task,
+        the question counts (considered, unlabelled, invalid, per class) and each class's chosen
+        trajectories (:meth:`QuestionTrajectory.to_json`)."""
         return {
             "rule": self.rule, "paper": TRANSITIONS_LABEL, "precision": self.precision,
             "arrangement": self.arrangement, "start": self.start, "endpoint": self.endpoint,

@@ -55,6 +55,9 @@ class PeakMemory:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
 
     def reset(self) -> None:
+        """Start a measurement: on CUDA synchronise, empty the allocator's cache and reset its peak
+        statistics; on CPU reset the process's peak resident set (``VmHWM``, through
+        ``/proc/self/clear_refs``); nothing where memory cannot be read."""
         import torch
 
         if self.cuda:
@@ -66,6 +69,9 @@ class PeakMemory:
                 f.write("5")
 
     def peak(self) -> float:
+        """The peak memory in bytes since :meth:`reset`: on CUDA the allocator's peak allocation
+        (after a synchronise), on CPU the process's peak resident set (``VmHWM``); 0.0 where memory
+        cannot be read."""
         import torch
 
         if self.cuda:

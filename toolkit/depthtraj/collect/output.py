@@ -72,6 +72,8 @@ def shard_chunks(chunks: list[slice], shard: tuple[int, int] | None) -> list[sli
     return chunks if shard is None else chunks[shard[0] - 1 :: shard[1]]
 
 def rerun_message(out: str, shard: tuple[int, int], n_done: int, n_mine: int) -> str:
+    """The one-line error refusing a rerun of shard ``(i, n)`` on the store ``out`` where ``n_done``
+    of its ``n_mine`` chunks are complete; it points to ``--resume``."""
     return (
         f"{out}: shard {shard[0]}/{shard[1]} already has {n_done} of its {n_mine} chunks "
         "complete; pass --resume to continue it"

@@ -53,6 +53,8 @@ class Item:
 
     @property
     def length(self) -> int:
+        """The item's length in tokens: its prompt plus every continuation (a label item: its
+        prompt)."""
         return len(self.prompt) + sum(len(c) for c in self.continuations)
 
 def source_task(src: Source):
@@ -234,11 +236,17 @@ def _guess_split(path) -> str | None:
     return None
 
 def json_text(value) -> str:
+    """``value`` as canonical JSON text (keys sorted), e.g. to record a task version that is a dict
+    as a string."""
     import json
 
     return json.dumps(value, sort_keys=True)
 
 def readout_attrs(readout: str, options: bool) -> Readout:
+    """The store's ``readout`` attrs of a collection: for ``'label'`` the F1 label readout (options
+    displayed, normalisation ``none``); else the answer-text readout, normalisation ``char``, with
+    the F3 template (``options``: options displayed) or the F2 template. The target delimiter is ``'
+    '`` (:data:`TARGET_DELIMITER`) either way."""
     if readout == "label":
         template = PromptTemplate(id=LABEL_TEMPLATE_ID, text=LABEL_TEMPLATE)
         return Readout(kind="label", options_displayed=True, normalization="none",

@@ -69,6 +69,12 @@ from .requests import (
 
 @dataclass
 class CollectSummary:
+    """What one :func:`collect` run did: the ``store`` (its ``--out``), the ``n_questions`` the run
+    (or its shard) covers, of them ``written`` collected by this run and ``skipped`` already
+    complete, the wall time ``seconds``, the ``shard`` ``(i, n)`` (None: unsharded), whether the
+    store was ``finalized`` (every question complete) and, when not, ``pending_elsewhere``: the
+    questions of the store still incomplete (other shards' work)."""
+
     store: str
     n_questions: int
     written: int
@@ -79,6 +85,9 @@ class CollectSummary:
     pending_elsewhere: int = 0
 
     def line(self) -> str:
+        """The one-line summary of the run: questions collected and already complete, seconds and
+        questions per second, and for a store not yet finalized how many questions other shards
+        still have to collect."""
         rate = self.written / self.seconds if self.seconds > 0 else float("nan")
         where = self.store if self.shard is None else f"{self.store} [shard {self.shard[0]}/{self.shard[1]}]"
         text = (

@@ -78,4 +78,6 @@ class ARCChallenge(Task):
     data_help = "an AI2 ARC JSON Lines file (e.g. ARC-Challenge-Test.jsonl)"
 
     def load(self, path: str | Path) -> list[Question]:
+        """The questions of an AI2 ARC JSON Lines file, in file order (:func:`load_arc`, which
+        raises :class:`TaskError` naming ``file:line`` for a malformed line)."""
         return load_arc(path, task=self.name)

@@ -183,6 +183,8 @@ class Task:
         return {}
 
     def spec(self) -> TaskSpec:
+        """The task's provenance (:class:`TaskSpec`): its name, source, licence and default
+        split."""
         return TaskSpec(self.name, self.source, self.license, self.default_split)
 
     def __repr__(self) -> str:

@@ -357,6 +357,14 @@ class LmEvalTasks:
                  "one such file (a group: one of these per member task)")
 
     def resolve(self, name: str) -> LmEvalTask:
+        """The :class:`LmEvalTask` of the lm-eval task or group ``name`` (the ``NAME`` of
+        ``lmeval:NAME``), neither configured nor loaded.
+
+        Raises
+        ------
+        TaskError
+            when ``name`` is empty.
+        """
         if not name:
             raise TaskError("--task lmeval:NAME needs a task name, e.g. lmeval:hellaswag")
         return LmEvalTask(name)
@@ -578,6 +586,9 @@ class LmEvalTask(Task):
 
     # -- prompts ----------------------------------------------------------------------------------
     def description(self, q: Question, *, options: bool) -> str:
+        """The task's description of ``q`` (the harness's ``description`` field, recorded at load)
+        before an options prompt (F1/F3); ``''`` without ``options``, where the prompt is the
+        harness's own request."""
         return str(q.meta.get("description", "")) if options else ""
 
     def label_prompt(self, q: Question, order: Sequence[int] | None = None) -> str:
@@ -588,6 +599,10 @@ class LmEvalTask(Task):
         return f"{self.description(q, options=True)}{stem}\n{options}\nAnswer:"
 
     def templates(self, *, readout: str, options: bool) -> tuple[str, str]:
+        """``(id, text)`` of the template of this task's prompts for a readout: the project's
+        options template (``lmeval-options-v1``) for a label readout or with ``options``, else
+        ``lmeval:<task>`` with a line naming the harness's own request (``fewshot_context``; the
+        continuations ``target_delimiter + doc_to_choice``)."""
         if readout == "label" or options:
             return OPTIONS_TEMPLATE_ID, OPTIONS_TEMPLATE
         return (f"lmeval:{self.task_name}",
@@ -595,6 +610,9 @@ class LmEvalTask(Task):
                 f"target_delimiter + doc_to_choice")
 
     def refuses(self, *, readout: str, options: bool) -> str | None:
+        """Why the loaded questions cannot be read out as ``readout`` with ``options``, or None: a
+        label readout or ``options`` is refused when the choices are the option letters themselves
+        (the harness's prompt already lists the options and scores the letters, as MMLU's does)."""
         if (readout == "label" or options) and self._letters:
             return (f"{self.name}'s own prompt already lists its options under letters and scores the letters "
                     f"(choices {', '.join(LETTERS[:2])}, ...): its harness request is a label readout; collect it "
@@ -602,6 +620,9 @@ class LmEvalTask(Task):
         return None
 
     def provenance(self) -> dict:
+        """The task's entry in the store's ``attrs.tasks[]``, recorded by :meth:`load`: the harness
+        and its version, the task's name, version, config hash, few-shot setting and seed, split,
+        target delimiters and include path (``{}`` before loading)."""
         return dict(self._provenance)
 
 

@@ -89,10 +89,16 @@ class MMLU(Task):
     question_prefix = ""
 
     def description(self, q: Question, *, options: bool) -> str:
+        """MMLU's subject line before the question, followed by a blank line (the subject's
+        underscores as spaces): "The following are multiple choice questions (with answers) about
+        {subject}." with ``options``, the same without "multiple choice" otherwise."""
         subject = q.subject.replace("_", " ")
         if options:
             return f"The following are multiple choice questions (with answers) about {subject}.\n\n"
         return f"The following are questions (with answers) about {subject}.\n\n"
 
     def load(self, path: str | Path) -> list[Question]:
+        """The questions of an MMLU CSV file or a directory of them (:func:`load_mmlu`: ids
+        ``<subject>/<split>/<row>``; raises :class:`TaskError` naming ``file:row`` for a malformed
+        row)."""
         return load_mmlu(path, task=self.name)

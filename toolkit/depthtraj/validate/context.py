@@ -41,6 +41,9 @@ class ArrayInfo:
 
     @classmethod
     def of(cls, name: str, array) -> ArrayInfo:
+        """The metadata of the zarr array ``array`` stored under ``name``: its shape, dimension
+        names (None when the metadata has none; ``''`` for an unnamed dim), data type name and chunk
+        grid (the shard shape when sharded)."""
         meta = array.metadata
         dt = meta.to_dict().get("data_type")
         dt_name = dt.get("name", str(dt)) if isinstance(dt, Mapping) else str(dt)
@@ -75,35 +78,45 @@ class Context:
     # -- the attrs, read leniently (None where absent or of the wrong type) ---------------------
     @property
     def raw(self) -> Any:
+        """The ``attrs['depthtraj']`` object as stored, of whatever type (a private sentinel when
+        the key is absent)."""
         return self.root_attrs.get(ATTRS_KEY, _MISSING)
 
     @property
     def attrs(self) -> dict[str, Any]:
+        """:attr:`raw` when it is a dict, else ``{}``."""
         raw = self.raw
         return raw if isinstance(raw, dict) else {}
 
     @property
     def format_version(self) -> str | None:
+        """The attrs' ``format_version`` when it is a string, else None."""
         v = self.attrs.get("format_version")
         return v if isinstance(v, str) else None
 
     @property
     def readout(self) -> dict[str, Any]:
+        """The attrs' ``readout`` object when it is a dict, else ``{}``."""
         r = self.attrs.get("readout")
         return r if isinstance(r, dict) else {}
 
     @property
     def kind(self) -> str | None:
+        """The readout's ``kind`` when it is ``'label'`` or ``'text'``, else None."""
         k = self.readout.get("kind")
         return k if k in ("label", "text") else None
 
     @property
     def normalization(self) -> str | None:
+        """The readout's ``normalization`` when it is ``'sum'``, ``'token'`` or ``'char'``, else
+        None."""
         n = self.readout.get("normalization")
         return n if n in ("sum", "token", "char") else None
 
     @property
     def endpoint(self) -> int | None:
+        """The attrs' ``endpoint`` depth when it is an integer (an integral float such as ``16.0``
+        counts, a bool does not), else None."""
         e = self.attrs.get("endpoint")
         if isinstance(e, float) and e.is_integer():  # JSON Schema's integer: 16.0 is 16
             e = int(e)
@@ -111,6 +124,8 @@ class Context:
 
     @property
     def precision_names(self) -> list[str] | None:
+        """The ``name`` of each arm of the attrs' ``precision`` list, in order, when it is a list of
+        objects with string names, else None."""
         p = self.attrs.get("precision")
         if not isinstance(p, list) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in p):
             return None
@@ -132,6 +147,8 @@ class Context:
 
     @property
     def task_names(self) -> list[str] | None:
+        """The ``name`` of each entry of the attrs' ``tasks`` list, in order, when it is a list of
+        objects with string names, else None."""
         t = self.attrs.get("tasks")
         if not isinstance(t, list) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in t):
             return None
@@ -139,10 +156,14 @@ class Context:
 
     # -- arrays ---------------------------------------------------------------------------------
     def spec(self, name: str) -> L.ArraySpec | None:
+        """The layout's spec (:class:`~depthtraj.layout.ArraySpec`) of the coordinate or variable
+        ``name``, or None for an array the layout does not define."""
         return L.COORDS.get(name) or L.VARIABLES.get(name)
 
     @property
     def n_questions(self) -> int | None:
+        """The size of the ``question`` dim as the checks so far learned it from the arrays (None
+        until known)."""
         return self.sizes.get(L.QUESTION)
 
     def values(self, name: str) -> np.ndarray:

@@ -17,7 +17,8 @@ The JSON document (:func:`render_json`, ``depthtraj validate --format json``) is
       "level": "attrs" | "structure" | "data",
       "findings": [
         {"rule": "DT-...", "severity": "error" | "warning",
-         "path": "...", "message": "...", "hint": "..."},
+         "path": "...", "message": "...", "hint": "...",
+         "url": "<the rule on the documentation site's rules page>"},
         ...
       ],
       "notes": ["what could not be checked on this store", ...],
@@ -36,7 +37,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .rules import RULE_ORDER, RULES, Severity
+from .rules import RULE_ORDER, RULES, Severity, rule_url
 
 #: Data rules report at most this many failing cells per (rule, variable), then one total.
 CELL_LIMIT = 10
@@ -59,7 +60,9 @@ class Finding:
     hint: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+        """The finding as the JSON document writes it, with ``url``: the rule's anchor on the
+        documentation site (:func:`~depthtraj.validate.rules.rule_url`)."""
+        return {**asdict(self), "url": rule_url(self.rule)}
 
 
 @dataclass
@@ -152,6 +155,7 @@ def render_text(report: Report, *, file: IO[str] | None = None, color: bool | No
         console.print(Text("        " + f.message))
         if f.hint:
             console.print(Text("        hint: " + f.hint, style="dim"))
+        console.print(Text("        rule: " + rule_url(f.rule), style="dim"))
     for n in report.notes:
         console.print(Text("note: " + printable(n), style="dim"))
     if not report.findings:

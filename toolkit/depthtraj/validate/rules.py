@@ -55,6 +55,23 @@ class Rule:
         """``index.md#<slug>``: the link to the spec section stating the rule."""
         return f"{SPEC_DOCUMENT}#{SECTIONS[self.section]}"
 
+    @property
+    def url(self) -> str:
+        """The rule's row on the documentation site's rules page (``spec/v1/rules.md``, anchor
+        the lower-cased id), under :data:`depthtraj.DOCS_URL` or ``$DEPTHTRAJ_DOCS_URL``."""
+        return rule_url(self.id)
+
+
+def rule_url(rule_id: str) -> str:
+    """The documentation site's anchor of rule ``rule_id`` (``.../spec/v1/rules/#dt-data-001``);
+    the site is :data:`depthtraj.DOCS_URL`, or ``$DEPTHTRAJ_DOCS_URL`` when set."""
+    import os
+
+    from .. import DOCS_URL
+
+    base = os.environ.get("DEPTHTRAJ_DOCS_URL") or DOCS_URL
+    return f"{base.rstrip('/')}/spec/v1/rules/#{rule_id.lower()}"
+
 
 _RULES: list[Rule] = [
     # -- attrs ---------------------------------------------------------------------------------
@@ -331,7 +348,7 @@ def render_rules_markdown() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LEVELS", "RULES", "RULE_ORDER", "SECTIONS", "Rule", "Severity", "render_rules_markdown", "rules_for_level"]
+__all__ = ["LEVELS", "RULES", "RULE_ORDER", "SECTIONS", "Rule", "Severity", "render_rules_markdown", "rule_url", "rules_for_level"]
 
 if __name__ == "__main__":  # pragma: no cover
     import sys

@@ -59,10 +59,14 @@ def winner_of(S, M):
 
 
 def nan_where(x, bad):
+    """``x`` with NaN where ``bad`` is true (``np.where``: the two broadcast, the result is floating
+    point)."""
     return np.where(bad, np.nan, x)
 
 
 def known_label(answer, K) -> np.ndarray:
+    """Whether each question's gold answer is known: bool ``[q]``, true where ``0 <= answer < K``
+    (an unlabelled question has ``answer`` -1)."""
     y, K = np.asarray(answer).astype(np.int64), np.asarray(K).astype(np.int64)
     return (y >= 0) & (y < K)
 
@@ -189,5 +193,8 @@ def map_question_chunks(kernel, inputs, layout: Mapping[str, tuple[str, ...]], k
 
 
 def candidate_counts(score):
+    """The candidate count ``K`` of each question: the ``n_candidates`` coordinate of ``score`` as
+    an int64 ``DataArray`` ``[question]`` without its other coordinates (lazy for a dask-backed
+    score)."""
     return score["n_candidates"].reset_coords(drop=True).astype(np.int64)
 

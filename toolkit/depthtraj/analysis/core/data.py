@@ -209,6 +209,7 @@ def score_of(obj):
 
 
 def recorded_depths(score) -> list[int]:
+    """The depths recorded in ``score`` (its ``depth`` coordinate) as ints, in the store's order."""
     return [int(t) for t in np.asarray(score[L.DEPTH].values)]
 
 

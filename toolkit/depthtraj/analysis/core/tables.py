@@ -94,6 +94,8 @@ class Column:
     description: str = ""
 
     def keys(self) -> list[str]:
+        """The row keys of this column: ``[key]``, or ``[key, key_lo, key_hi]`` for an interval
+        column."""
         return [self.key, f"{self.key}_lo", f"{self.key}_hi"] if self.interval else [self.key]
 
 
@@ -113,6 +115,8 @@ class Table:
     display_rows: list[dict[str, Any]] | None = None
 
     def keys(self) -> list[str]:
+        """Every row key of the table, column by column (:meth:`Column.keys`): the columns of its
+        CSV and the keys of its JSON rows."""
         return [k for c in self.columns for k in c.keys()]
 
     def shown_rows(self) -> list[dict[str, Any]]:
@@ -127,6 +131,10 @@ class Table:
         return pd.DataFrame([{k: _json_value(r.get(k)) for k in self.keys()} for r in self.rows], columns=self.keys())
 
     def to_json(self) -> dict:
+        """The table as the JSON document holds it: ``name``, ``title``, the ``columns`` (key,
+        header, unit, interval, description) and every row of :attr:`rows` keyed by :meth:`keys`
+        (absent keys ``None``; numpy integers as ints, floats to 12 significant digits, non-finite
+        floats ``None``)."""
         return {
             "name": self.name,
             "title": self.title,
@@ -162,6 +170,9 @@ class Analysis:
         return to_dataframe([self])
 
     def to_json(self) -> dict:
+        """The analysis as the JSON document holds it: the store, model, readout, selection,
+        endpoint, grid (name and depths), question count, arrangements, precision arms, every table
+        (:meth:`Table.to_json`) and the skipped tables with the reason for each."""
         return {
             "store": self.store,
             "model": self.model,
@@ -234,6 +245,9 @@ def with_cell(columns: list[Column], by: str) -> list[Column]:
 
 
 def ci_text(est) -> str:
+    """How the intervals of the estimates ``est`` were made, in words, from its ``level`` and
+    ``draws`` attrs (e.g. ``'95% whole-question bootstrap, 1000 draws'``), or ``'no bootstrap'``
+    without draws."""
     level = est.attrs.get("level", 0.95)
     draws = est.attrs.get("draws", 0)
     return f"{level:.0%} whole-question bootstrap, {draws} draws" if draws else "no bootstrap"
@@ -568,6 +582,8 @@ def write_out(directory: Path, analyses: Sequence[Analysis], document: dict,
 # §4 dynamics and correctness tables (from the single pass's extra summaries)
 # ----------------------------------------------------------------------------------------------
 def key_columns(by: str, *extra: Column) -> list[Column]:
+    """The key columns of a §4 table: store (hidden), model, readout, the cell grouping ``by`` (in
+    place of ``task``, :func:`with_cell`), precision and T, then the ``extra`` columns."""
     cols = [
         Column("store", "Store", kind="str", show=False), Column("model", "Model", kind="str"),
         Column("readout", "Readout", kind="str"), Column("task", "Task", kind="str"),

@@ -227,8 +227,9 @@ def winners(ds, depths: Sequence[int] | None = None):
         dask="parallelized", output_dtypes=[np.int16],
     )
     w = w.transpose(*L.DEPTH_STAT_DIMS).assign_coords({L.DEPTH: depths})
-    w.attrs.update(long_name="winner y_t (lowest identity among ties), -1 if invalid",
-                   paper="arxiv:sec:answer-correction")
+    # candidate identities, not scores: none of the score's attrs (its units, nats) carry over
+    w.attrs = {"long_name": "winner y_t (lowest identity among ties), -1 if invalid",
+               "paper": "arxiv:sec:answer-correction"}
     return w.rename("winner")
 
 

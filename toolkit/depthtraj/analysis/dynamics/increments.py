@@ -79,7 +79,7 @@ from ..core.chunks import answer_of, apply_kernel, candidates_first, compiled_ar
 from ..core.grid import depths_of, grid_of
 from ..core.arrangements import used_arrangements
 from ..core.cells import cell_values
-from ..geometry.ladder import ladder
+from ..geometry.margin_ladder import ladder
 from ..core.data import score_of
 from ..core.grid import resolve_endpoint
 

@@ -23,7 +23,7 @@ from .aggregate import (
     ladder_totals_cells,
     question_summary,
 )
-from .ladder import (
+from .margin_ladder import (
     BOUNDS,
     DEPTH_METHODS,
     LADDER_VARS,

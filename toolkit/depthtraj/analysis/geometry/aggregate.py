@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ... import layout as L
-from .ladder import BOUNDS, DEPTH_METHODS
+from .margin_ladder import BOUNDS, DEPTH_METHODS
 from ..core.arrangements import n_arrangements, arrangement_mean
 from ..core.bootstrap import bootstrap_means, bootstrap_weights, percentile_interval
 from ..core.cells import cell_labels, compute_together

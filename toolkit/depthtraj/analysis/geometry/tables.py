@@ -12,7 +12,7 @@ from ..core.grid import Grid
 from ..core.tables import Column, Table, estimate_table, with_cell
 
 from .aggregate import INCREMENTS, LADDER_MEANS
-from .ladder import BOUNDS
+from .margin_ladder import BOUNDS
 
 
 _KEYS_AREA = [

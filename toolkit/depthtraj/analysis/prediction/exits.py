@@ -563,6 +563,7 @@ class ExitEvaluation:
     # -- helpers -------------------------------------------------------------------------------
     @property
     def rules(self) -> tuple[Rule, ...]:
+        """The stopping rules evaluated, in the setup's order (``setup.rules``)."""
         return self.setup.rules
 
     def available(self, name: str) -> bool:
@@ -632,6 +633,10 @@ class ExitEvaluation:
         return est
 
     def endpoint_accuracy(self, ci: int, p: int) -> tuple[float, float, float]:
+        """The accuracy of never exiting (the endpoint's answer ``y_T``) in cell ``ci`` under
+        precision arm ``p``: ``(estimate, lo, hi)``, fractions of the cell's labelled questions,
+        with the bootstrap interval's bounds (NaN without draws; the estimate is NaN without
+        labelled questions)."""
         nlab = float(self.counts[ci, :, 1].sum())
         e = float(self.never[ci, :, p].sum()) / self.setup.L / nlab if nlab else np.nan
         b = self.boot[ci]

@@ -155,9 +155,13 @@ class Rule:
 
     @property
     def size(self) -> int:
+        """The number of thresholds in :attr:`grid`."""
         return int(len(self.grid))
 
     def to_json(self) -> dict:
+        """The rule as a policy JSON records it: ``rule`` (its name), ``kind``, ``statistic`` (the
+        :attr:`formula`), ``direction`` and ``unit``, and for a ``prefix`` rule its ``radius``,
+        ``window`` and ``aggregation``."""
         out = {"rule": self.name, "kind": self.kind, "statistic": self.formula, "direction": self.direction,
                "unit": self.unit}
         if self.kind == "prefix":

@@ -347,7 +347,7 @@ def _readout_rows(pred, results: dict, methods, diffs, prefix: str, fits, *, sto
 
 
 def _setup_text(pred) -> str:
-    return (f"anchors {format_depths(pred.anchors)}, probed score {pred.score} ({pred.label}), {pred.folds} "
+    return (f"anchors {format_depths(pred.anchors)}, probed variable {pred.score} ({pred.label}), {pred.folds} "
             f"question folds (seed {pred.seed}), held-out per-question losses")
 
 

@@ -127,6 +127,7 @@ class ReportItem:
 
     @property
     def written(self) -> bool:
+        """Whether anything of the item was written: a table block or a figure file."""
         return bool(self.blocks or self.figures)
 
     @property

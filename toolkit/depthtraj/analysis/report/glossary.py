@@ -28,6 +28,7 @@ class Entry:
 
     @property
     def anchor(self) -> str:
+        """The entry's anchor in the HTML report: ``g-<id>``."""
         return f"g-{self.id}"
 
 

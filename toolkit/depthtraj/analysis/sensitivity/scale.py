@@ -473,7 +473,7 @@ def scale_invariance(ds, alphas=DEFAULT_ALPHAS, grid="quarter", endpoint: int | 
     from ..dynamics.correctness import winners
     from ..dynamics.increments import tau
     from ..composition.energy import energy_shares
-    from ..geometry.ladder import depth_area, earliest_depths
+    from ..geometry.margin_ladder import depth_area, earliest_depths
     from ..composition.marginal import CELL_STATISTICS as XI, marginal_summary
 
     al = check_alphas(alphas)

@@ -264,7 +264,7 @@ def conditioned_summaries(ds, grid="quarter", endpoint: int | None = None):
     from ..core.data import score_of
     from ..core.grid import grid_of
     from ..dynamics.correctness import correctness_summary, winners
-    from ..geometry.ladder import earliest_depths
+    from ..geometry.margin_ladder import earliest_depths
 
     score = score_of(ds)
     if "label" not in score.coords:  # y* unknown everywhere: no question is correct (as format)

@@ -180,9 +180,9 @@ def ladder(ds, endpoint: int | None = None, depths: Sequence[int] | None = None)
     holding only the evaluated depths:
 
     * float64, nats: ``m, h, R, B_raw, B_q, B_mean, B_LSE, mid, b_mean, b_LSE, L_raw, L_mean,
-      L_LSE, L_q, L_dir, L_res, A_tr, A_dir, A_pair`` (see the module docstring);
+        L_LSE, L_q, L_dir, L_res, A_tr, A_dir, A_pair`` (see the module docstring);
     * bool ``unique`` (unique winner at t), int16 ``winner`` (candidate identity a, -1 where
-      invalid), bool ``valid`` (K ≥ 2 and finite scores at t and T);
+        invalid), bool ``valid`` (K ≥ 2 and finite scores at t and T);
     * ``endpoint_valid`` (question, arrangement, precision): finite scores at T and K ≥ 2.
 
     ``attrs['endpoint']`` is T. Question coordinates (task, n_candidates, ...) are kept.
