@@ -30,8 +30,8 @@ import tempfile
 from pathlib import Path
 
 from sybil import Sybil
-from sybil.sybil import SybilCollection
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
+from sybil.sybil import SybilCollection
 
 BIN = str(Path(sys.executable).parent)
 CACHE = os.environ.get("DEPTHTRAJ_CACHE_DIR") or str(Path(tempfile.gettempdir()) / "depthtraj-docs-cache")

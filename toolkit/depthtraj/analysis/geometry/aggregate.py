@@ -24,10 +24,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ... import layout as L
-from .margin_ladder import BOUNDS, DEPTH_METHODS
-from ..core.arrangements import n_arrangements, arrangement_mean
+from ..core.arrangements import arrangement_mean, n_arrangements
 from ..core.bootstrap import bootstrap_means, bootstrap_weights, percentile_interval
 from ..core.cells import cell_labels, compute_together
+from .margin_ladder import BOUNDS, DEPTH_METHODS
 
 __all__ = [
     "INCREMENTS",

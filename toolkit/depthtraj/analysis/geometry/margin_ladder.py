@@ -48,9 +48,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ... import layout as L
-from ..core.grid import Grid, parse_grid, resolve_endpoint
 from ..core.arrangements import arrangement_average, arrangement_mean, n_arrangements
 from ..core.data import recorded_depths, score_of
+from ..core.grid import Grid, parse_grid, resolve_endpoint
 
 __all__ = [
     "BOUNDS",

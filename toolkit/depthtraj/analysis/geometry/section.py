@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.bootstrap import interval
-from ..engine import Contribution, FigureSpec, PassPart, Plan, TableSpec, columns_of, register
+from ..engine import (
+    Contribution,
+    FigureSpec,
+    PassPart,
+    Plan,
+    TableSpec,
+    columns_of,
+    register,
+)
 from . import figures as F3
 from . import kernels as kern
 from . import tables as T3

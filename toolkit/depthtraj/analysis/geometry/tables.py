@@ -10,10 +10,8 @@ import numpy as np
 from ... import layout as L
 from ..core.grid import Grid
 from ..core.tables import Column, Table, estimate_table, with_cell
-
 from .aggregate import INCREMENTS, LADDER_MEANS
 from .margin_ladder import BOUNDS
-
 
 _KEYS_AREA = [
     Column("store", "Store", kind="str", show=False),
