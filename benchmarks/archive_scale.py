@@ -1,0 +1,132 @@
+"""Archive-scale analysis (issue 38): the commands a user runs on one large store, side by side
+with one plain read of what they read.
+
+On a synthetic label store of N questions × 32 depths × 4 candidates, one arm
+(``depthtraj.testing.synthetic_store(n=N, endpoint=32, chunk_size=4096)``), each measurement is a
+fresh process, measured in turns (read, analyze, …, then again) so a noisy machine slows them
+alike; the table gives medians and ratios to the read of the same run:
+
+* ``read``: every ``score`` and ``label`` chunk read once (xarray + dask, threads);
+* ``analyze §3–6``: ``depthtraj analyze STORE -f json``;
+* ``analyze §3–7``: ``depthtraj analyze STORE --sections 3,4,5,6,7 -f json``;
+* ``exits``: ``depthtraj exits STORE --out DIR``;
+* ``report``: ``depthtraj report STORE --out DIR`` (every table and figure, §7 included);
+* with ``--workers 1 2``: ``analyze §3–6`` and ``§3–7`` again on one dask worker thread
+  (``DASK_NUM_WORKERS=1``, BLAS and OpenMP on one thread), to show what the cores buy.
+
+Peak RSS is each command's own (its process). Stores are made once into ``--data`` (default
+``$TMPDIR/depthtraj-bench``) and reused. ``--quick``: N = 20,000, one repeat.
+
+    .venv/bin/python benchmarks/archive_scale.py --sizes 200000 1000000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: one command in a fresh process: wall seconds and that process's peak RSS (MiB)
+_WRAP = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+rc = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(json.dumps({"rc": rc, "seconds": time.perf_counter() - t,
+                  "rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+_READ = """
+import sys, dask, xarray as xr
+ds = xr.open_zarr(sys.argv[1], consolidated=True)
+dask.compute(ds["score"].sum(), ds["label"].sum(), scheduler="threads")
+"""
+
+
+def _make(path: Path, n: int) -> None:
+    from depthtraj.testing import synthetic_store
+
+    if (path / "zarr.json").exists():
+        return
+    t = time.perf_counter()
+    synthetic_store(path, n, endpoint=32, chunk_size=4096, seed=1)
+    print(f"(made {path.name}: {n} questions in {time.perf_counter() - t:.0f} s)", file=sys.stderr)
+
+
+def _run(argv: list[str], env: dict | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-c", _WRAP, *argv], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})})
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if res["rc"] != 0:
+        raise SystemExit(f"benchmark command failed ({res['rc']}): {' '.join(argv)}")
+    return res
+
+
+def _commands(store: Path, scratch: Path, workers: list[int]) -> dict[str, tuple[list[str], dict]]:
+    dt = str(Path(sys.executable).parent / "depthtraj")
+    cmds = {
+        "read": ([sys.executable, "-c", _READ, str(store)], {}),
+        "analyze §3–6": ([dt, "analyze", str(store), "-f", "json"], {}),
+        "analyze §3–7": ([dt, "analyze", str(store), "--sections", "3,4,5,6,7", "-f", "json"], {}),
+        "exits": ([dt, "exits", str(store), "--out", str(scratch / "exits"), "--overwrite"], {}),
+        "report": ([dt, "report", str(store), "--out", str(scratch / "report"), "--overwrite"], {}),
+    }
+    one = {"DASK_NUM_WORKERS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "NUMBA_NUM_THREADS": "1"}
+    if 1 in workers:
+        cmds["analyze §3–6, 1 worker"] = (cmds["analyze §3–6"][0], one)
+        cmds["analyze §3–7, 1 worker"] = (cmds["analyze §3–7"][0], one)
+    return cmds
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="1: also the one-worker runs")
+    ap.add_argument("--only", nargs="+", help="measure only these rows (names as in the table)")
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "depthtraj-bench"))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.sizes, args.repeats = [20_000], 1
+    data = Path(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+    print(f"# Archive-scale analysis ({os.cpu_count()} cores; medians of {args.repeats}, fresh processes in turns)\n")
+    print("| N × 32 × 4, one arm | command | wall | ratio | peak RSS |")
+    print("|---|---|---|---|---|")
+    for n in args.sizes:
+        store = data / f"archive-{n}.zarr"
+        _make(store, n)
+        scratch = Path(tempfile.mkdtemp(prefix="depthtraj-archive-"))
+        try:
+            cmds = _commands(store, scratch, args.workers)
+            if args.only:
+                cmds = {k: v for k, v in cmds.items() if k == "read" or k in args.only}
+            runs: dict[str, list[dict]] = {k: [] for k in cmds}
+            for _ in range(args.repeats):
+                for name, (cmd, env) in cmds.items():
+                    runs[name].append(_run(cmd, env))
+            med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
+            for name, v in runs.items():
+                rss = max(r["rss_mib"] for r in v)
+                ref = "analyze §3–6" if name in ("analyze §3–7", "exits") and "analyze §3–6" in med else "read"
+                ratio = f"{med[name] / med['read']:.1f}× read" if name != "read" else "1"
+                if ref != "read":
+                    ratio += f", {med[name] / med[ref]:.2f}× §3–6"
+                if name.endswith("1 worker"):
+                    ratio += f"; 2 workers / 1 worker = {med[name.removesuffix(', 1 worker')] / med[name]:.2f}"
+                print(f"| {n:,} | {name} | {med[name]:.1f} s | {ratio} | {rss:.0f} MiB |", flush=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
