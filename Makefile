@@ -20,7 +20,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e ".[models,test,distributed,remote,lmeval,docs]"
+	$(PIP) install -q -e ".[models,test,distributed,remote,lmeval,docs,release]"
 	touch $@
 
 demo: $(VENV)/.installed
