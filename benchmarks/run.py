@@ -16,6 +16,7 @@ BENCHMARKS = {
     "batching_drift.py": {"full": [], "quick": ["--families", "huginn", "--questions", "8", "--steps", "4"]},
     "layers_readout.py": {"full": ["--width", "256", "--layers", "8"], "quick": ["--width", "64", "--layers", "4", "--batch", "4", "--repeats", "1"]},
     "lmeval_index.py": {"full": ["--repeats", "3"], "quick": ["--repeats", "1"]},
+    "archive_scale.py": {"full": [], "quick": ["--quick"]},
 }
 
 
