@@ -51,6 +51,31 @@ def test_bootstrap_weights_are_poisson_and_keyed_by_question_id():
     assert bootstrap_weights(ids, 0).shape == (0, 3000)
 
 
+def test_poisson_weights_are_their_definition():
+    """Entry (b, i) is the Poisson(1) inverse CDF at u = splitmix64(key_i + mix + (b + 1)·φ) >> 11,
+    scaled to [0, 1), with mix = splitmix64(seed + φ): a plain-Python reference of the docstring,
+    exact integers and the first w with u < Pr(W ≤ w), against the compiled generator (which
+    counts the thresholds at or below u instead: the same numbers, issue 38)."""
+    from depthtraj.analysis.core.bootstrap import poisson_weights
+
+    from .reference_prediction import _U64, _splitmix
+
+    phi = 0x9E3779B97F4A7C15
+    cdf = np.cumsum([np.exp(-1.0) / float(np.prod(np.arange(1, k + 1))) for k in range(20)])  # as the module
+    rng = np.random.default_rng(3)
+    keys = np.concatenate([rng.integers(0, 2**63, 300, dtype=np.uint64), np.array([0, 2**64 - 1], np.uint64)])
+    seed, draws = 11, 40
+    got = poisson_weights(keys, draws, seed)
+    mix = _splitmix((seed + phi) % _U64)
+    for b in range(draws):
+        for i, key in enumerate(keys.tolist()):
+            u = (_splitmix((key + mix + (b + 1) * phi) % _U64) >> 11) / 2.0**53
+            w = 0
+            while w < 19 and u >= cdf[w]:
+                w += 1
+            assert got[b, i] == w, (b, i)
+
+
 def test_bootstrap_is_paired():
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=200), rng.normal(size=200)
