@@ -55,17 +55,8 @@ import numpy as np
 
 from ... import layout as L
 from ..core.bootstrap import DEFAULT_DRAWS, check_counts, one_blas_thread, percentile_interval, poisson_weights, question_keys
-from .prefix import (
-    DEFAULT_WINDOW,
-    QUANTITIES,
-    Rule,
-    base_rules,
-    exit_positions,
-    fired_counts,
-    rule_statistics,
-    threshold_sums,
-    trajectory_features,
-)
+from . import kernels
+from .prefix import DEFAULT_WINDOW, QUANTITIES, Rule, base_rules, rule_fired, trajectory_features
 
 __all__ = [
     "CURVE_STEP",
@@ -78,6 +69,7 @@ __all__ = [
     "calibrate_plugin",
     "candidate_depths",
     "evaluate_exits",
+    "exact_outcomes",
     "hb_pvalue",
     "ltt_min_questions",
     "outcome_pass",
@@ -339,8 +331,10 @@ def _pass1_chunk(s, gate, cols, *, setup: Setup):
     out = np.zeros((nc, F, P, R, Q, G))
     counts = np.zeros((nc, F, 2))  # questions, labelled questions
     never = np.zeros((nc, F, P))  # Σ L/A 1{y_T = y*}: the endpoint's correct answers
+    seen = np.zeros((nc, n_arr + 1))  # questions by their number of used arrangements A_q
     if nq == 0:
-        return cells, out, counts, never
+        return cells, out, counts, never, seen
+    np.add.at(seen, (codes, np.clip(np.asarray(cols["A"], dtype=np.int64), 0, n_arr)), 1.0)
     fold = fold_of(keys, F, setup.seed)
     K = np.asarray(cols["K"], dtype=np.int64)
     for start in range(0, nq, ROWS):
@@ -361,13 +355,12 @@ def _pass1_chunk(s, gate, cols, *, setup: Setup):
         wf = w.reshape(-1)
         cache: dict = {}
         for r, rule in enumerate(setup.rules):
-            z = rule_statistics(feat, rule, setup.cpos, cache)
-            if z is None:
+            f = rule_fired(feat, rule, setup.cpos, cache)
+            if f is None:
                 continue
-            f = fired_counts(z.reshape(-1, C), rule)
-            sums = threshold_sums(f, v, e, wf, grp, nc * F * P, G)
+            sums = kernels.threshold_sums(f.reshape(-1, C), v, e, wf, grp, nc * F * P, G)
             out[:, :, :, r] += sums.reshape(nc, F, P, Q, G)
-    return cells, out, counts, never
+    return cells, out, counts, never, seen
 
 
 def _merge(a, b):
@@ -393,11 +386,20 @@ def _tree(parts):
     return parts[0]
 
 
-def _chunks(score, gate, by: str, fn, **kw):
+#: Questions per task of a pass whose sums are exact (pass 1 always; pass 2 when
+#: :func:`exact_outcomes`): the canonical analysis chunks (:func:`~..core.data.score_of`) are
+#: cut into tasks this size or smaller, so the cores share the work evenly (three chunks on two
+#: cores would leave one idle for a third of the pass). Exact sums do not depend on the split.
+TASK_ROWS = 16384
+
+
+def _chunks(score, gate, by: str, fn, rows: int | None = None, **kw):
     import dask
 
     from ..core.questions import question_columns
 
+    if rows is not None and score.chunks[0] and max(score.chunks[0]) > rows:
+        score = score.chunk({L.QUESTION: rows})  # cuts the canonical chunks: each is still read once
     cols = question_columns(score, by=by, within=())
     names = list(cols)
     blocks = score.data.to_delayed().ravel()
@@ -418,11 +420,13 @@ def _chunks(score, gate, by: str, fn, **kw):
 
 def threshold_pass(score, setup: Setup, *, gate=None, by: str = "task"):
     """Pass 1, delayed: ``(cells, sums [cell, fold, arm, rule, quantity, threshold],
-    counts [cell, fold, (questions, labelled)], never [cell, fold, arm])``; sums in units of
-    ``L`` (and steps for work).
+    counts [cell, fold, (questions, labelled)], never [cell, fold, arm], seen [cell, A_q])``;
+    sums in units of ``L`` (and steps for work), ``seen`` the questions by their number of used
+    arrangements. Every sum is an integer held exactly in float64, so the pass runs in tasks of
+    :data:`TASK_ROWS` questions whatever the canonical chunks.
 
     Source: `pd:app:prefix-prediction`; spec/exits.md §3–5."""
-    return _chunks(score, gate, by, _pass1_chunk, setup=setup)
+    return _chunks(score, gate, by, _pass1_chunk, rows=TASK_ROWS, setup=setup)
 
 
 def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple, methods: int):
@@ -454,12 +458,18 @@ def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple,
                 tab = np.array([[choice[(mi, cell, f, p, name)] for f in range(F)] for cell in cells],
                                dtype=np.int64).reshape(nc, F, 2)
                 tabs[(mi, p, name)] = tab[codes, fold]  # [q, 2]
+    # each question's (rule, threshold) as one array [method, arm, output rule, question, 2]
+    choice_q = np.stack([np.stack([np.stack([tabs[(mi, p, name)] for name in OUTPUT_RULES]) for p in range(P)])
+                         for mi in range(methods)]) if nq else np.zeros((methods, P, Ro, 0, 2), np.int64)
+    curve_rules = np.asarray(curve_idx, dtype=np.int64)
+    R = len(setup.rules)
+    needed = sorted(set(curve_idx) | {int(r) for r in np.unique(choice_q[..., 0]) if r >= 0})
     if B > 0:
         one_blas_thread()
     for start in range(0, nq, ROWS):
         sl = slice(start, min(nq, start + ROWS))
-        X = np.zeros((sl.stop - sl.start, ncol))
         m = sl.stop - sl.start
+        X = np.zeros((m, ncol))
         feat = trajectory_features(s[sl], K[sl], T_pos=setup.T_pos,
                                    gate=None if gate is None else np.asarray(gate)[sl])
         vals, endv, known = _block_values(feat, setup, np.asarray(cols["label"])[sl], K[sl])
@@ -468,65 +478,106 @@ def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple,
         full = np.concatenate([vals, endv[:, :, :, None, :]], axis=3)
         full[..., 1] /= setup.T
         cache: dict = {}
-        fired = {}
-        for r, rule in enumerate(setup.rules):
-            z = rule_statistics(feat, rule, setup.cpos, cache)
-            fired[r] = None if z is None else fired_counts(z, rule)  # [m, A, P, C]
-        col = 0
-        for mi in range(methods):
-            for p in range(P):
-                for ro, name in enumerate(OUTPUT_RULES):
-                    # per question: (rule index, threshold index) of its fold
-                    ridx, kidx = tabs[(mi, p, name)][sl].T
-                    pos = np.full((m, n_arr), C, dtype=np.int64)
-                    for r in np.unique(ridx):
-                        sel = ridx == r
-                        if r < 0 or fired[int(r)] is None:
-                            continue
-                        f = fired[int(r)][sel][:, :, p]  # [m', A, C]
-                        pos[sel] = exit_positions(f, kidx[sel][:, None], G)
-                    full_p = full[:, :, p]  # [m, A, C+1, 4]
-                    q = np.take_along_axis(full_p, pos[:, :, None, None], axis=2)[:, :, 0, :]
-                    X[:, col:col + 4] = (q * w[:, :, p, None]).sum(axis=1)
-                    col += 4
+        fired = np.zeros((R, m, n_arr, P, C), dtype=np.int64)
+        have = np.zeros(R, dtype=np.bool_)
+        for r in needed:  # the rules some question's choice or some curve reads
+            f = rule_fired(feat, setup.rules[r], setup.cpos, cache)  # [m, A, P, C]
+            if f is not None:
+                fired[r], have[r] = f, True
+        col = kernels.outcome_columns(fired, have, full, w, np.ascontiguousarray(choice_q[:, :, :, sl]), G, X, 0)
         for p in range(P):
             X[:, col] = known.astype(np.float64)
             X[:, col + 1] = (endv[:, :, p, 3] * w[:, :, p]).sum(axis=1)
             col += 2
-        for p in range(P):
-            for r in curve_idx:
-                f = fired[r]
-                if f is None:
-                    col += Gs * 3
-                    continue
-                fp = f[:, :, p]  # [m, A, C]
-                need = (G - ks)[None, None, :, None]  # thresholds ks fire when f >= G - k
-                hit = fp[:, :, None, :] >= need  # [m, A, Gs, C]
-                pos = np.where(hit.any(-1), hit.argmax(-1), C)  # [m, A, Gs]
-                full_p = full[:, :, p]  # [m, A, C+1, 4]
-                q = np.take_along_axis(full_p[:, :, None, :, :], pos[:, :, :, None, None], axis=3)[:, :, :, 0, 1:]
-                X[:, col:col + Gs * 3] = (q * w[:, :, p, None, None]).sum(axis=1).reshape(m, Gs * 3)
-                col += Gs * 3
+        col = kernels.curve_columns(fired, have, full, w, curve_rules, ks, G, X, col)
         X[:, col] = 1.0
         # per cell: sums and Poisson-weighted sums of this block's questions
-        bc = codes[sl]
-        W = poisson_weights(keys[sl], B, setup.seed).astype(np.float64) if B > 0 else None  # [B, m]
-        for g in np.unique(bc):
-            rows = bc == g
-            sums[g] += X[rows].sum(axis=0)
-            if W is not None:
-                boot[g] += W[:, rows] @ X[rows]
+        _cell_sums(X, codes[sl], keys[sl], B, setup.seed, sums, boot)
     return cells, sums, boot
 
 
-def outcome_pass(score, setup: Setup, choice: dict, *, gate=None, by: str = "task", methods: int = 2):
+def _cell_sums(X, codes, keys, draws: int, seed: int, sums, boot) -> None:
+    """Add a block's questions ``X`` ``[question, column]`` to their cells (``codes``):
+    ``sums[g] += Σ_i X_i`` and, with ``draws`` > 0, ``boot[g] += W @ X`` with ``W`` ``[draw,
+    question]`` the questions' Poisson(1) weights (of ``keys`` and ``seed``).
+
+    The questions are taken cell by cell in their order (a stable sort), each cell's weights a
+    slice of one weight block. The product is float64 on one BLAS thread (one summation order),
+    except when every entry of ``X`` is a multiple of 2^−e small enough that every partial sum of
+    the product is one too below 2^24 (integer counts, work fractions (T − t)/T with T a power of
+    two, arrangement means over 1, 2 or 4 arrangements, ...): then the product is exact in float32
+    and in float64 alike, so it runs in float32 (about 2.3× the speed) to the same bytes."""
+    groups = np.unique(codes)
+    order = None if len(groups) == 1 else np.argsort(codes, kind="stable")
+    if order is not None:
+        X, codes, keys = X[order], codes[order], keys[order]
+    W = poisson_weights(keys, draws, seed) if draws > 0 else None  # [draw, question] float32
+    exact = W is not None and _exact_in_float32(X, W)
+    X32 = X.astype(np.float32) if exact else None
+    lo = np.searchsorted(codes, groups)
+    hi = np.searchsorted(codes, groups, side="right")
+    for g, a, b in zip(groups, lo, hi):
+        g = int(g)
+        sums[g] += X[a:b].sum(axis=0)
+        if W is None:
+            continue
+        if exact:
+            boot[g] += W[:, a:b] @ X32[a:b]
+        else:
+            boot[g] += W[:, a:b].astype(np.float64) @ X[a:b]
+
+
+def _exact_in_float32(X, W) -> bool:
+    """Whether ``W @ X`` (``W`` small non-negative integers) is exact in float32: every entry
+    of ``X`` times 2^e is an integer, for the largest e with ``max_b Σ_i W_bi · max|X| · 2^e
+    < 2^24`` (then every product and partial sum is a multiple of 2^−e below 2^(24−e))."""
+    if not X.size or not W.size:
+        return True
+    xmax = float(np.abs(X).max())
+    if not np.isfinite(xmax):
+        return False
+    bound = float(W.sum(axis=1, dtype=np.float64).max()) * xmax
+    if bound <= 0.0:
+        return True
+    e = math.floor(math.log2((2.0 ** 24 - 1) / bound))
+    return e >= 0 and bool(kernels.is_dyadic(np.ascontiguousarray(X), 2.0 ** e))
+
+
+def exact_outcomes(setup: Setup, arrangements_used, n_questions: int) -> bool:
+    """Whether every sum of pass 2 is exact in float64, whatever its order: each per-question
+    column (:func:`_pass2_chunk`) is a sum over arrangements of an outcome (0, 1 or a work
+    fraction ``(T − t)/T``) times an arrangement weight ``1/A_q``; when every work fraction of
+    the candidate depths and every ``1/A_q`` of the used arrangement counts
+    ``arrangements_used`` is a dyadic rational (T a power of two, or only depths whose ``(T −
+    t)/T`` are; A_q ∈ {1, 2, 4, ...}), each column is a multiple of 2^−e, and the sums of up to
+    ``n_questions`` questions times a Poisson weight (at most 19) stay below 2^53 of them, so
+    float64 holds every partial sum exactly. Then pass 2 runs in tasks of :data:`TASK_ROWS`
+    questions (the same bytes as the canonical chunks); otherwise in the canonical chunks, whose
+    order of summation fixes the bytes."""
+    from fractions import Fraction
+
+    def bits(fr: Fraction) -> int | None:
+        d = fr.denominator
+        return d.bit_length() - 1 if d & (d - 1) == 0 else None
+
+    work = [bits(Fraction(setup.T - t, setup.T)) for t in setup.depths]
+    arr = [bits(Fraction(setup.L // int(a), setup.L)) for a in arrangements_used if int(a) >= 1]
+    if any(b is None for b in work + arr):
+        return False
+    e = max(work, default=0) + max(arr, default=0)
+    return (max(int(n_questions), 1) * 19 * 2 ** e) * max(len(arrangements_used), 1) < 2 ** 53
+
+
+def outcome_pass(score, setup: Setup, choice: dict, *, gate=None, by: str = "task", methods: int = 2,
+                 exact: bool = False):
     """Pass 2, delayed: ``(cells, sums [cell, column], boot [cell, draw, column])`` of the
     per-question held-out outcomes under ``choice`` ``{(method, cell, fold, arm, rule):
     (base rule index, threshold index)}`` and of the curve points (see :func:`_pass2_chunk`).
 
     Source: `pd:app:prefix-prediction`; spec/exits.md §3–5 (paired whole-question bootstrap, `pd:sec:observation`)."""
     curve_idx = tuple(setup.index(n) for n in CURVE_RULES)
-    return _chunks(score, gate, by, _pass2_chunk, setup=setup, choice=choice, curve_idx=curve_idx, methods=methods)
+    return _chunks(score, gate, by, _pass2_chunk, rows=TASK_ROWS if exact else None, setup=setup, choice=choice,
+                   curve_idx=curve_idx, methods=methods)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -880,10 +931,10 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
         if check_defects:
             from ...trust import score_defects
 
-            (cells, sums, counts, never), counted = dask.compute(threshold_pass(score, setup, gate=gate, by=by),
-                                                                 score_defects(score))
+            (cells, sums, counts, never, seen), counted = dask.compute(threshold_pass(score, setup, gate=gate, by=by),
+                                                                       score_defects(score))
         else:
-            cells, sums, counts, never = dask.compute(threshold_pass(score, setup, gate=gate, by=by))[0]
+            cells, sums, counts, never, seen = dask.compute(threshold_pass(score, setup, gate=gate, by=by))[0]
     if check_defects:
         from ...trust import UntrustedStore, defect_line, summarize_defects
 
@@ -895,7 +946,9 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
     cells = [str(c) for c in cells]
     choice = _choose(sums, counts, cells, precision, setup, target, delta)
     with _one_blas():
-        cells2, bsums, boot = dask.compute(outcome_pass(score, setup, choice, gate=gate, by=by))[0]
+        used = np.flatnonzero(seen.sum(axis=0))  # the numbers of used arrangements present
+        exact = exact_outcomes(setup, used, int(score.sizes[L.QUESTION]))
+        cells2, bsums, boot = dask.compute(outcome_pass(score, setup, choice, gate=gate, by=by, exact=exact))[0]
     assert [str(c) for c in cells2] == cells
     return ExitEvaluation(setup=setup, cells=cells, precision=precision, sums=sums, counts=counts, never=never,
                           choice=choice, boot=boot, boot_sums=bsums, target=float(target), delta=float(delta),

@@ -86,6 +86,7 @@ __all__ = [
     "fold_mix",
     "fold_of",
     "radius",
+    "rule_fired",
     "rule_statistics",
     "threshold_sums",
     "trajectory_features",
@@ -405,6 +406,38 @@ def fired_counts(z, rule: Rule) -> np.ndarray:
         return np.searchsorted(asc, run, side="right").astype(np.int64)
     run = np.minimum.accumulate(z, axis=-1)
     return (G - np.searchsorted(rule.grid, run, side="left")).astype(np.int64)
+
+
+def rule_fired(feat: dict, rule: Rule, cpos, cache: dict):
+    """The fired counts ``f`` ``[question, arr, prec, candidate depth]`` int64 of ``rule`` at
+    the candidate positions ``cpos``: ``fired_counts(rule_statistics(feat, rule, cpos, ...),
+    rule)`` to the bit, computed by the compiled kernels of :mod:`.kernels` (no statistic array,
+    no GIL held); None for ``ouro`` without a gate. ``cache`` shares the step radii between the
+    rules of one block.
+
+    Source: `pd:app:prefix-prediction`; spec/exits.md §2, §4."""
+    from . import kernels as K_
+
+    cp = np.asarray(list(cpos), dtype=np.int64)
+    if rule.kind == "prefix":
+        asc = np.ascontiguousarray(rule.grid[::-1])
+        code = K_.RADIUS_CODES[rule.radius]
+        if "Kq" not in cache:
+            cache["Kq"] = np.ascontiguousarray(feat["M"][:, :, 0, 0, 0].sum(axis=0), dtype=np.int64)
+        if rule.agg == "step":
+            key = ("step-radii", rule.radius)
+            if key not in cache:
+                cache[key] = K_.step_radii(feat["S"], cache["Kq"], code)
+            return K_.window_fired(cache[key], feat["margin"], cp, int(rule.window), asc)
+        return K_.disp_fired(feat["S"], cache["Kq"], feat["margin"], cp, int(rule.window), code, asc)
+    x = {"kl": "kl", "ouro": "cdf", "max_prob": "maxprob", "margin": "margin"}.get(rule.kind)
+    if x is None:
+        raise ValueError(f"unknown rule kind {rule.kind!r}")
+    if x not in feat:
+        return None
+    up = rule.direction == ">="
+    grid = np.ascontiguousarray(rule.grid[::-1] if up else rule.grid)
+    return K_.fired_of(np.ascontiguousarray(feat[x], dtype=np.float64), cp, grid, up)
 
 
 def exit_positions(f, k, G: int) -> np.ndarray:
