@@ -22,13 +22,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 __all__ = [
     "RADIUS_CODES",
     "curve_columns",
     "disp_fired",
+    "disp_radii",
     "fired_of",
+    "grid_table",
     "is_dyadic",
     "outcome_columns",
     "step_radii",
@@ -92,14 +95,72 @@ def step_radii(S, Kq, kind):
     return out
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def disp_radii(S, Kq, kind, window):
+    """``D[question, j, arrangement, precision]`` = the radius ``kind`` of the displacement
+    ``s_{t_j} − s_{t_{max(0, j−w)}}`` over ``window`` recorded steps (NaN at j = 0; nats)."""
+    _, n, J, A, P = S.shape
+    out = np.empty((n, J, A, P))
+    for i in range(n):
+        for a in range(A):
+            for p in range(P):
+                out[i, 0, a, p] = np.nan
+        for j in range(1, J):
+            for a in range(A):
+                for p in range(P):
+                    out[i, j, a, p] = _radius(S, i, j, max(0, j - window), a, p, Kq[i], kind)
+    return out
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The IEEE 754 bits of a float64 as an int64 (a bit cast, no conversion)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(types.float64), codegen
+
+
+def grid_table(asc):
+    """A bucket table of an ascending grid for :func:`_count`: ``(shift, base, lut)`` with
+    ``lut[b]`` the number of grid values whose IEEE bits ``>> shift`` are below ``base + b``,
+    ``shift`` the largest that puts every grid value in a bucket of its own; an empty ``lut``
+    (counted by walking) for a grid that is not positive and finite or would need more than
+    2^20 buckets (e.g. the probability grids, dense next to 1)."""
+    a = np.ascontiguousarray(asc, dtype=np.float64)
+    none = (0, 0, np.zeros(0, dtype=np.int64))
+    if len(a) < 2 or not (a[0] > 0) or not np.isfinite(a[-1]) or not np.all(np.diff(a) > 0):
+        return none
+    bits = a.view(np.int64)
+    for shift in range(52, -1, -1):
+        keys = bits >> shift
+        if np.all(np.diff(keys) > 0):
+            break
+    size = int(keys[-1] - keys[0] + 1)
+    if size > 1 << 20:
+        return none
+    base = int(keys[0])
+    return shift, base, np.searchsorted(keys, base + np.arange(size), side="left").astype(np.int64)
+
+
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _advance_ge(asc, run, cnt):
-    """The count of grid entries ≤ ``run`` (``np.searchsorted(asc, run, side='right')``, asc ascending), given
-    ``cnt`` ≤ it (the count of a smaller running value): a walk up from ``cnt``."""
+def _count(asc, run, cnt, shift, base, lut, strict):
+    """``np.searchsorted(asc, run, side='left' if strict else 'right')``: the grid values
+    below (``strict``) or at most ``run``. With a bucket table (:func:`grid_table`): one table
+    look-up and one comparison; without: a walk from ``cnt``, a count of a smaller running
+    value (upward) — callers without a table pass ``strict`` false only."""
     n = asc.shape[0]
-    while cnt < n and asc[cnt] <= run:
-        cnt += 1
-    return cnt
+    if lut.shape[0] == 0:
+        while cnt < n and asc[cnt] <= run:
+            cnt += 1
+        return cnt
+    if (run <= asc[0]) if strict else (run < asc[0]):
+        return 0
+    if (run > asc[n - 1]) if strict else (run >= asc[n - 1]):
+        return n
+    k = lut[(_bits(run) >> shift) - base]
+    if strict:
+        return k + (1 if asc[k] < run else 0)
+    return k + (1 if asc[k] <= run else 0)
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
@@ -122,62 +183,65 @@ def _ratio(m, R):
     return np.inf if m > 0 else 0.0
 
 
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _up_count(asc, run, cnt, shift, base, lut):
+    """The grid values at most ``run`` (:func:`_count`, upward)."""
+    return _count(asc, run, cnt, shift, base, lut, False)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def window_fired(B, margin, cpos, window, asc):
-    """Fired counts of a ``step`` prefix rule: ``R(t_j) = max(B[:, max(1, j−w+1)−1 : j])``
-    (NaN if any is), ``z = m / R``, then the running maximum's count of grid thresholds
-    (``asc``: the rule's grid, most liberal first) — :func:`~.prefix.fired_counts`."""
-    n, _, A, P = margin.shape
+def _window_fired2(B, margin, cpos, window, asc, shift, base, lut, out):
+    n = margin.shape[0]
     C = cpos.shape[0]
-    out = np.empty((n, A, P, C), dtype=np.int64)
     for i in range(n):
-        for a in range(A):
-            for p in range(P):
-                run = -np.inf
-                cnt = 0
-                for c in range(C):
-                    j = cpos[c]
-                    if j < 1:
-                        R = np.nan
-                    else:
-                        lo = max(1, j - window + 1)
-                        R = B[i, lo - 1, a, p]
-                        for u in range(lo, j):
-                            R = _maximum(R, B[i, u, a, p])
-                    z = _ratio(margin[i, j, a, p], R)
-                    if z > run:
-                        run = z
-                        cnt = _advance_ge(asc, run, cnt)
-                    out[i, a, p, c] = cnt
-    return out
+        run = -np.inf
+        cnt = 0
+        for c in range(C):
+            j = cpos[c]
+            if j < 1:
+                R = np.nan
+            else:
+                lo = max(1, j - window + 1)
+                R = B[i, lo - 1]
+                for u in range(lo, j):
+                    R = _maximum(R, B[i, u])
+            z = _ratio(margin[i, j], R)
+            run = z if z > run else run
+            cnt = _up_count(asc, run, cnt, shift, base, lut)
+            out[i, c] = cnt
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def disp_fired(S, Kq, margin, cpos, window, kind, asc):
+def _per_trajectory(kernel, B, margin, cpos, *args):
+    """Run a two-dimensional kernel (question × depth) on every arrangement and arm: fired
+    counts ``[question, arrangement, precision, C]``."""
+    n, _, A, P = margin.shape
+    out = np.empty((A, P, n, len(cpos)), dtype=np.int64)
+    for a in range(A):
+        for p in range(P):
+            kernel(np.ascontiguousarray(B[:, :, a, p]), np.ascontiguousarray(margin[:, :, a, p]), cpos, *args,
+                   out[a, p])
+    return out.transpose(2, 0, 1, 3)
+
+
+def window_fired(B, margin, cpos, window, asc, shift, base, lut):
+    """Fired counts ``[question, arrangement, precision, C]`` of a ``step`` prefix rule:
+    ``R(t_j) = max(B[:, max(1, j−w+1)−1 : j])`` (NaN if any is; ``B`` from :func:`step_radii`),
+    ``z = m / R``, then the running maximum's count of grid thresholds (``asc``: the rule's
+    grid, most liberal first; ``shift, base, lut``: its :func:`grid_table`) —
+    :func:`~.prefix.fired_counts` of :func:`~.prefix.rule_statistics`."""
+    return _per_trajectory(_window_fired2, B, margin, cpos, int(window), asc, shift, base, lut)
+
+
+def disp_fired(S, Kq, margin, cpos, window, kind, asc, shift, base, lut):
     """Fired counts of a ``disp`` prefix rule: ``R(t_j)`` = the radius of ``s_{t_j} −
-    s_{t_{max(0, j−w)}}`` (NaN at the first depth), ``z = m / R``, then the running maximum's
-    count of grid thresholds (:func:`window_fired`)."""
-    n, _, A, P = margin.shape
-    C = cpos.shape[0]
-    out = np.empty((n, A, P, C), dtype=np.int64)
-    for i in range(n):
-        for a in range(A):
-            for p in range(P):
-                run = -np.inf
-                cnt = 0
-                for c in range(C):
-                    j = cpos[c]
-                    R = np.nan if j < 1 else _radius(S, i, j, max(0, j - window), a, p, Kq[i], kind)
-                    z = _ratio(margin[i, j, a, p], R)
-                    if z > run:
-                        run = z
-                        cnt = _advance_ge(asc, run, cnt)
-                    out[i, a, p, c] = cnt
-    return out
+    s_{t_{max(0, j−w)}}`` (:func:`disp_radii`; NaN at the first depth), ``z = m / R``, then the
+    running maximum's count of grid thresholds (:func:`window_fired` with one step of ``D``)."""
+    D = disp_radii(S, Kq, int(kind), int(window))
+    return _per_trajectory(_window_fired2, D[:, 1:], margin, cpos, 1, asc, shift, base, lut)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def fired_of(x, cpos, grid, upward):
+def fired_of(x, cpos, grid, upward, shift, base, lut):
     """Fired counts of a rule on a statistic ``x`` ``[question, depth, arrangement, precision]``
     read at ``cpos``: NaN never fires; ``upward`` (``>=`` rules, ``grid`` most liberal first):
     the running maximum's count of thresholds ≤ it; else (``<=`` rules, ``grid`` ascending) the
@@ -199,14 +263,15 @@ def fired_of(x, cpos, grid, upward):
                             z = -np.inf
                         if z > run:
                             run = z
-                            cnt = _advance_ge(grid, run, cnt)
+                            cnt = _count(grid, run, cnt, shift, base, lut, False)
                         out[i, a, p, c] = cnt
                     else:
                         if math.isnan(z):
                             z = np.inf
                         if z < run:
                             run = z
-                            low = _advance_gt(grid, run, low)
+                            low = _advance_gt(grid, run, low) if lut.shape[0] == 0 else \
+                                _count(grid, run, 0, shift, base, lut, True)
                         out[i, a, p, c] = G - low
     return out
 

@@ -421,6 +421,7 @@ def rule_fired(feat: dict, rule: Rule, cpos, cache: dict):
     cp = np.asarray(list(cpos), dtype=np.int64)
     if rule.kind == "prefix":
         asc = np.ascontiguousarray(rule.grid[::-1])
+        table = _grid_table(asc)
         code = K_.RADIUS_CODES[rule.radius]
         if "Kq" not in cache:
             cache["Kq"] = np.ascontiguousarray(feat["M"][:, :, 0, 0, 0].sum(axis=0), dtype=np.int64)
@@ -428,8 +429,8 @@ def rule_fired(feat: dict, rule: Rule, cpos, cache: dict):
             key = ("step-radii", rule.radius)
             if key not in cache:
                 cache[key] = K_.step_radii(feat["S"], cache["Kq"], code)
-            return K_.window_fired(cache[key], feat["margin"], cp, int(rule.window), asc)
-        return K_.disp_fired(feat["S"], cache["Kq"], feat["margin"], cp, int(rule.window), code, asc)
+            return K_.window_fired(cache[key], feat["margin"], cp, int(rule.window), asc, *table)
+        return K_.disp_fired(feat["S"], cache["Kq"], feat["margin"], cp, int(rule.window), code, asc, *table)
     x = {"kl": "kl", "ouro": "cdf", "max_prob": "maxprob", "margin": "margin"}.get(rule.kind)
     if x is None:
         raise ValueError(f"unknown rule kind {rule.kind!r}")
@@ -437,7 +438,20 @@ def rule_fired(feat: dict, rule: Rule, cpos, cache: dict):
         return None
     up = rule.direction == ">="
     grid = np.ascontiguousarray(rule.grid[::-1] if up else rule.grid)
-    return K_.fired_of(np.ascontiguousarray(feat[x], dtype=np.float64), cp, grid, up)
+    return K_.fired_of(np.ascontiguousarray(feat[x], dtype=np.float64), cp, grid, up, *_grid_table(grid))
+
+
+_TABLES: dict = {}
+
+
+def _grid_table(asc: np.ndarray):
+    """:func:`.kernels.grid_table` of an ascending grid, made once per grid."""
+    from . import kernels as K_
+
+    key = asc.tobytes()
+    if key not in _TABLES:
+        _TABLES[key] = K_.grid_table(asc)
+    return _TABLES[key]
 
 
 def exit_positions(f, k, G: int) -> np.ndarray:
