@@ -15,9 +15,13 @@ alike; the table gives medians and ratios to the read of the same run:
   (``DASK_NUM_WORKERS=1``, BLAS and OpenMP on one thread), to show what the cores buy.
 
 Peak RSS is each command's own (its process). Stores are made once into ``--data`` (default
-``$TMPDIR/depthtraj-bench``) and reused. ``--quick``: N = 20,000, one repeat.
+``$TMPDIR/depthtraj-bench``) and reused. ``--quick``: N = 20,000, one repeat. ``--before DIR``
+(a checkout of an earlier revision, e.g. ``git worktree add /tmp/before 94ac04f``) measures that
+tree's commands in the same turns, each beside the current tree's (``--before-only`` limits its
+rows); both trees compile their kernels on a small store first.
 
     .venv/bin/python benchmarks/archive_scale.py --sizes 200000 1000000 --repeats 3
+    .venv/bin/python benchmarks/archive_scale.py --before /tmp/before --sizes 200000
 """
 
 from __future__ import annotations
@@ -68,21 +72,57 @@ def _run(argv: list[str], env: dict | None = None) -> dict:
     return res
 
 
-def _commands(store: Path, scratch: Path, workers: list[int]) -> dict[str, tuple[list[str], dict]]:
-    dt = str(Path(sys.executable).parent / "depthtraj")
+def _tree_env(tree: Path | None) -> dict:
+    """The environment that runs ``depthtraj`` from the checkout ``tree`` (None: the installed one)."""
+    if tree is None:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join([str(tree / "toolkit"), str(tree / "adapters")])}
+
+
+def _commands(store: Path, scratch: Path, workers: list[int], tree: Path | None = None
+              ) -> dict[str, tuple[list[str], dict]]:
+    # from a checkout: its own package on PYTHONPATH, run as the console script runs it
+    dt = ([str(Path(sys.executable).parent / "depthtraj")] if tree is None else
+          [sys.executable, "-c", "import sys; from depthtraj.cli import main; sys.argv[0] = 'depthtraj'; main()"])
+    tenv = _tree_env(tree)
     cmds = {
         "read": ([sys.executable, "-c", _READ, str(store)], {}),
-        "analyze §3–6": ([dt, "analyze", str(store), "-f", "json"], {}),
-        "analyze §3–7": ([dt, "analyze", str(store), "--sections", "3,4,5,6,7", "-f", "json"], {}),
-        "exits": ([dt, "exits", str(store), "--out", str(scratch / "exits"), "--overwrite"], {}),
-        "report": ([dt, "report", str(store), "--out", str(scratch / "report"), "--overwrite"], {}),
+        "analyze §3–6": ([*dt, "analyze", str(store), "-f", "json"], tenv),
+        "analyze §3–7": ([*dt, "analyze", str(store), "--sections", "3,4,5,6,7", "-f", "json"], tenv),
+        "exits": ([*dt, "exits", str(store), "--out", str(scratch / "exits"), "--overwrite"], tenv),
+        "report": ([*dt, "report", str(store), "--out", str(scratch / "report"), "--overwrite"], tenv),
     }
-    one = {"DASK_NUM_WORKERS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    one = {**tenv, "DASK_NUM_WORKERS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "NUMBA_NUM_THREADS": "1"}
     if 1 in workers:
         cmds["analyze §3–6, 1 worker"] = (cmds["analyze §3–6"][0], one)
         cmds["analyze §3–7, 1 worker"] = (cmds["analyze §3–7"][0], one)
     return cmds
+
+
+def _ratios(name: str, med: dict) -> str:
+    """The ratios of one row: to the read, to §3–6 (for §3–7 and exits) and 2 workers / 1."""
+    if name == "read":
+        return "1"
+    out = f"{med[name] / med['read']:.1f}× read"
+    if name in ("analyze §3–7", "exits") and "analyze §3–6" in med:
+        out += f", {med[name] / med['analyze §3–6']:.2f}× §3–6"
+    if name.endswith("1 worker") and name.removesuffix(", 1 worker") in med:
+        out += f"; 2 workers / 1 worker = {med[name.removesuffix(', 1 worker')] / med[name]:.2f}"
+    return out
+
+
+def _warm(tree: Path | None, data: Path) -> None:
+    """Compile (and cache) a tree's numba kernels on a small store, so no row pays for it."""
+    store = data / "archive-2000.zarr"
+    _make(store, 2000)
+    scratch = Path(tempfile.mkdtemp(prefix="depthtraj-warm-"))
+    try:
+        cmds = _commands(store, scratch, [2], tree)
+        for name in ("analyze §3–7", "exits"):
+            _run(*cmds[name])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:
@@ -91,6 +131,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="1: also the one-worker runs")
     ap.add_argument("--only", nargs="+", help="measure only these rows (names as in the table)")
+    ap.add_argument("--before", type=Path, help="a checkout of an earlier tree (git worktree add DIR REV): its "
+                                                 "commands are measured in the same turns, before beside after")
+    ap.add_argument("--before-only", nargs="+", help="measure only these rows of the earlier tree")
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "depthtraj-bench"))
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
@@ -98,31 +141,54 @@ def main(argv: list[str]) -> int:
         args.sizes, args.repeats = [20_000], 1
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
+    trees = {"after": None} if args.before is None else {"before": args.before.resolve(), "after": None}
+    for tree in trees.values():
+        _warm(tree, data)
     print(f"# Archive-scale analysis ({os.cpu_count()} cores; medians of {args.repeats}, fresh processes in turns)\n")
-    print("| N × 32 × 4, one arm | command | wall | ratio | peak RSS |")
-    print("|---|---|---|---|---|")
+    if args.before is None:
+        print("| N × 32 × 4, one arm | command | wall | ratio | peak RSS |")
+        print("|---|---|---|---|---|")
+    else:
+        print("| N × 32 × 4, one arm | command | before | ratio before | after | ratio after | after / before "
+              "| peak RSS before, after |")
+        print("|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         store = data / f"archive-{n}.zarr"
         _make(store, n)
         scratch = Path(tempfile.mkdtemp(prefix="depthtraj-archive-"))
         try:
-            cmds = _commands(store, scratch, args.workers)
-            if args.only:
-                cmds = {k: v for k, v in cmds.items() if k == "read" or k in args.only}
-            runs: dict[str, list[dict]] = {k: [] for k in cmds}
+            cmds = {}
+            for label, tree in trees.items():
+                mine = _commands(store, scratch / label, args.workers, tree)
+                keep = args.only if label == "after" or not args.before_only else args.before_only
+                if keep:
+                    mine = {k: v for k, v in mine.items() if k == "read" or k in keep}
+                if label == "before":
+                    mine.pop("read")  # one read: the same bytes whichever tree
+                cmds.update({(label, k): v for k, v in mine.items()})
+            runs: dict = {k: [] for k in cmds}
             for _ in range(args.repeats):
-                for name, (cmd, env) in cmds.items():
-                    runs[name].append(_run(cmd, env))
-            med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
-            for name, v in runs.items():
-                rss = max(r["rss_mib"] for r in v)
-                ref = "analyze §3–6" if name in ("analyze §3–7", "exits") and "analyze §3–6" in med else "read"
-                ratio = f"{med[name] / med['read']:.1f}× read" if name != "read" else "1"
-                if ref != "read":
-                    ratio += f", {med[name] / med[ref]:.2f}× §3–6"
-                if name.endswith("1 worker"):
-                    ratio += f"; 2 workers / 1 worker = {med[name.removesuffix(', 1 worker')] / med[name]:.2f}"
-                print(f"| {n:,} | {name} | {med[name]:.1f} s | {ratio} | {rss:.0f} MiB |", flush=True)
+                for key, (cmd, env) in cmds.items():
+                    runs[key].append(_run(cmd, env))
+            med = {label: {k: statistics.median(r["seconds"] for r in v) for (lb, k), v in runs.items() if lb == label}
+                   for label in trees}
+            if "before" in med:
+                med["before"]["read"] = med["after"]["read"]
+            rss = {key: max(r["rss_mib"] for r in v) for key, v in runs.items()}
+            for name in med["after"]:
+                a = med["after"][name]
+                if args.before is None:
+                    print(f"| {n:,} | {name} | {a:.1f} s | {_ratios(name, med['after'])} | {rss[('after', name)]:.0f} MiB |",
+                          flush=True)
+                    continue
+                b = med["before"].get(name)
+                if b is None or name == "read":
+                    print(f"| {n:,} | {name} | | | {a:.1f} s | {_ratios(name, med['after'])} | | "
+                          f"{rss[('after', name)]:.0f} MiB |", flush=True)
+                    continue
+                print(f"| {n:,} | {name} | {b:.1f} s | {_ratios(name, med['before'])} | {a:.1f} s | "
+                      f"{_ratios(name, med['after'])} | {a / b:.2f} | {rss[('before', name)]:.0f}, "
+                      f"{rss[('after', name)]:.0f} MiB |", flush=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -450,3 +450,33 @@ def test_the_depth_axis_is_the_readers_choice(tmp_path):
     bad = CliRunner().invoke(app, ["report", store, "--out", str(tmp_path / "x"), "--depth-axis", "layers"])
     assert bad.exit_code == 2 and "--depth-axis must be one of auto, t, t/T" in bad.output
     assert not (tmp_path / "x").exists()
+
+
+def test_the_report_reads_each_store_once_per_pass(tmp_path, monkeypatch):
+    """Issue 38: a report costs one §3–7 analysis plus its rendering. The engine's pass runs
+    once, §7's two passes once each and the probes' pass once, whatever the tables and figures
+    that read them (and the figure of the exits reads the document, not the store)."""
+    from depthtraj.analysis.prediction import exits as E
+    from depthtraj.analysis.prediction import section as S7
+
+    store = synthetic_store(tmp_path / "s.zarr", n=64, endpoint=8, chunk_size=16, probes=[2, 4, 6],
+                            optional=("logsumexp", "exit_gate"))
+    calls: dict[str, int] = {}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def wrapper(*a, **k):
+            calls[name] = calls.get(name, 0) + 1
+            return real(*a, **k)
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(engine, "store_pass")
+    counted(E, "threshold_pass")
+    counted(E, "outcome_pass")
+    counted(S7, "readout_inputs")
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(app, ["report", store, "--out", str(out), "--bootstrap", "20"])
+    assert res.exit_code == 0, res.output
+    assert calls == {"store_pass": 1, "threshold_pass": 1, "outcome_pass": 1, "readout_inputs": 1}
+    assert (out / "report.html").exists()
