@@ -51,6 +51,25 @@ def analysis_rows(obj) -> int | None:
     return 1 << (fit.bit_length() - 1)
 
 
+def _stored_rows(path, storage_options=None) -> int | None:
+    """:func:`analysis_rows` from the store's metadata alone (the ``score`` array's shape, dtype
+    and dimension names), so the store is opened once, in its analysis chunks; None when the
+    metadata does not say (then the store is opened and looked at)."""
+    from ...store import _require_group
+
+    try:
+        arr = _require_group(path, storage_options)["score"]
+        names = list(arr.metadata.dimension_names or ())
+        if L.QUESTION not in names or len(names) != len(arr.shape):
+            return None
+        per_question = int(np.prod([n for d, n in zip(names, arr.shape) if d != L.QUESTION]))
+        per_question = max(1, per_question * np.dtype(arr.dtype).itemsize)
+    except Exception:  # noqa: BLE001 — the open below says what is wrong, in its words
+        return None
+    fit = max(1, CHUNK_BYTES // per_question)
+    return 1 << (fit.bit_length() - 1)
+
+
 def canonical_chunks(n: int, rows: int) -> tuple[int, ...]:
     """The analysis chunks of ``n`` questions, ``rows`` each (:func:`analysis_rows`), the last
     one shorter; ``(0,)`` for no question."""
@@ -130,13 +149,19 @@ def open_admitted(path, *, check=True, allow_defects=False, reads=(), storage_op
         if adm.defects and not allow_defects:
             raise UntrustedStore(defect_line(str(path), adm.defects, allowed=False))
         kwargs.setdefault("consolidated", adm.consolidated)
-    ds = open_store(path, question_index=False, **kwargs)
-    rows = analysis_rows(ds)
-    if not (rows is None or ds["score"].chunks is None
-            or ds["score"].chunks[0] == canonical_chunks(ds.sizes[L.QUESTION], rows)):
+    rows = _stored_rows(path, storage_options)
+    if rows is not None:  # opened once, straight in the analysis chunks
         with warnings.catch_warnings():  # analysis chunks that straddle stored ones are read whole
             warnings.filterwarnings("ignore", message=".*separate the stored chunks.*")
             ds = open_store(path, question_index=False, chunks=rows, **kwargs)
+    else:
+        ds = open_store(path, question_index=False, **kwargs)
+        rows = analysis_rows(ds)
+        if not (rows is None or ds["score"].chunks is None
+                or ds["score"].chunks[0] == canonical_chunks(ds.sizes[L.QUESTION], rows)):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*separate the stored chunks.*")
+                ds = open_store(path, question_index=False, chunks=rows, **kwargs)
     if adm is not None:
         if adm.n_incomplete:  # never analysed silently: excluded, counted, reported
             ds = ds.isel({L.QUESTION: np.flatnonzero(adm.complete)})

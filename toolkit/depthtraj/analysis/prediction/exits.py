@@ -70,6 +70,7 @@ __all__ = [
     "candidate_depths",
     "evaluate_exits",
     "exact_outcomes",
+    "outcome_exponent",
     "hb_pvalue",
     "ltt_min_questions",
     "outcome_pass",
@@ -429,7 +430,8 @@ def threshold_pass(score, setup: Setup, *, gate=None, by: str = "task"):
     return _chunks(score, gate, by, _pass1_chunk, rows=TASK_ROWS, setup=setup)
 
 
-def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple, methods: int):
+def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple, methods: int,
+                 exponent: int | None = None):
     """Per question: held-out outcomes ``[M, P, R_out, 4]``, labelled and endpoint-correct
     ``[P, 2]``, curves ``[P, R_curve, Gs, 3]`` and a 1, bootstrapped per cell."""
     s = np.asarray(s)
@@ -492,11 +494,11 @@ def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple,
         col = kernels.curve_columns(fired, have, full, w, curve_rules, ks, G, X, col)
         X[:, col] = 1.0
         # per cell: sums and Poisson-weighted sums of this block's questions
-        _cell_sums(X, codes[sl], keys[sl], B, setup.seed, sums, boot)
+        _cell_sums(X, codes[sl], keys[sl], B, setup.seed, sums, boot, exponent=exponent)
     return cells, sums, boot
 
 
-def _cell_sums(X, codes, keys, draws: int, seed: int, sums, boot) -> None:
+def _cell_sums(X, codes, keys, draws: int, seed: int, sums, boot, *, exponent: int | None = None) -> None:
     """Add a block's questions ``X`` ``[question, column]`` to their cells (``codes``):
     ``sums[g] += Σ_i X_i`` and, with ``draws`` > 0, ``boot[g] += W @ X`` with ``W`` ``[draw,
     question]`` the questions' Poisson(1) weights (of ``keys`` and ``seed``).
@@ -512,7 +514,10 @@ def _cell_sums(X, codes, keys, draws: int, seed: int, sums, boot) -> None:
     if order is not None:
         X, codes, keys = X[order], codes[order], keys[order]
     W = poisson_weights(keys, draws, seed) if draws > 0 else None  # [draw, question] float32
-    exact = W is not None and _exact_in_float32(X, W)
+    # known exact (every entry in [0, 1] a multiple of 2^-e, e ≤ 9; at most 1024 questions of
+    # weight ≤ 19): every partial sum is a multiple of 2^-9 below 2^15; else checked
+    known = exponent is not None and exponent <= 9 and len(X) <= ROWS
+    exact = W is not None and (known or _exact_in_float32(X, W))
     X32 = X.astype(np.float32) if exact else None
     lo = np.searchsorted(codes, groups)
     hi = np.searchsorted(codes, groups, side="right")
@@ -544,6 +549,11 @@ def _exact_in_float32(X, W) -> bool:
 
 
 def exact_outcomes(setup: Setup, arrangements_used, n_questions: int) -> bool:
+    """Whether every sum of pass 2 is exact whatever its order (:func:`outcome_exponent`)."""
+    return outcome_exponent(setup, arrangements_used, n_questions) is not None
+
+
+def outcome_exponent(setup: Setup, arrangements_used, n_questions: int) -> int | None:
     """Whether every sum of pass 2 is exact in float64, whatever its order: each per-question
     column (:func:`_pass2_chunk`) is a sum over arrangements of an outcome (0, 1 or a work
     fraction ``(T − t)/T``) times an arrangement weight ``1/A_q``; when every work fraction of
@@ -563,21 +573,23 @@ def exact_outcomes(setup: Setup, arrangements_used, n_questions: int) -> bool:
     work = [bits(Fraction(setup.T - t, setup.T)) for t in setup.depths]
     arr = [bits(Fraction(setup.L // int(a), setup.L)) for a in arrangements_used if int(a) >= 1]
     if any(b is None for b in work + arr):
-        return False
+        return None
     e = max(work, default=0) + max(arr, default=0)
-    return (max(int(n_questions), 1) * 19 * 2 ** e) * max(len(arrangements_used), 1) < 2 ** 53
+    return e if max(int(n_questions), 1) * 19 * 2 ** e < 2 ** 53 else None
 
 
 def outcome_pass(score, setup: Setup, choice: dict, *, gate=None, by: str = "task", methods: int = 2,
-                 exact: bool = False):
+                 exponent: int | None = None):
     """Pass 2, delayed: ``(cells, sums [cell, column], boot [cell, draw, column])`` of the
     per-question held-out outcomes under ``choice`` ``{(method, cell, fold, arm, rule):
     (base rule index, threshold index)}`` and of the curve points (see :func:`_pass2_chunk`).
+    ``exponent`` (:func:`outcome_exponent`): every sum is exact, so the pass runs in tasks of
+    :data:`TASK_ROWS` questions and its products in float32 without a check.
 
     Source: `pd:app:prefix-prediction`; spec/exits.md §3–5 (paired whole-question bootstrap, `pd:sec:observation`)."""
     curve_idx = tuple(setup.index(n) for n in CURVE_RULES)
-    return _chunks(score, gate, by, _pass2_chunk, rows=TASK_ROWS if exact else None, setup=setup, choice=choice,
-                   curve_idx=curve_idx, methods=methods)
+    return _chunks(score, gate, by, _pass2_chunk, rows=None if exponent is None else TASK_ROWS, setup=setup,
+                   choice=choice, curve_idx=curve_idx, methods=methods, exponent=exponent)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -947,8 +959,9 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
     choice = _choose(sums, counts, cells, precision, setup, target, delta)
     with _one_blas():
         used = np.flatnonzero(seen.sum(axis=0))  # the numbers of used arrangements present
-        exact = exact_outcomes(setup, used, int(score.sizes[L.QUESTION]))
-        cells2, bsums, boot = dask.compute(outcome_pass(score, setup, choice, gate=gate, by=by, exact=exact))[0]
+        n = int(score.sizes[L.QUESTION])
+        e = outcome_exponent(setup, used, n) if exact_outcomes(setup, used, n) else None
+        cells2, bsums, boot = dask.compute(outcome_pass(score, setup, choice, gate=gate, by=by, exponent=e))[0]
     assert [str(c) for c in cells2] == cells
     return ExitEvaluation(setup=setup, cells=cells, precision=precision, sums=sums, counts=counts, never=never,
                           choice=choice, boot=boot, boot_sums=bsums, target=float(target), delta=float(delta),
