@@ -44,6 +44,18 @@ Design (``spec/exits.md``)
   exit = ``Σ correct / N_labelled``.
 * **Policy.** The deployable threshold of each rule is calibrated with Learn then Test on
   *all* questions of the cell (:meth:`ExitEvaluation.policies`): the JSON a serving loop reads.
+
+Computation
+-----------
+
+The per-trajectory work of both passes is compiled (:mod:`.kernels`: fired counts of every
+rule, threshold sums, outcome and curve columns; no GIL held), number for number the NumPy
+definitions of :mod:`.prefix`. Pass 1's sums are integers, exact in any order, so it runs in
+tasks of :data:`TASK_ROWS` questions (the cores share the analysis chunks evenly). Pass 2 reads
+only the rules some question's choice or some curve needs; its bootstrap product runs in
+float32 where that is exact (:func:`_cell_sums`), and when the store's outcomes are exact
+whatever the order (:func:`outcome_exponent`) it too runs in tasks of :data:`TASK_ROWS`;
+otherwise in the analysis chunks, whose order of summation fixes the bytes.
 """
 
 from __future__ import annotations
