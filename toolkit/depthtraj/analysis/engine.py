@@ -9,7 +9,9 @@ imported (:func:`~depthtraj.analysis.sections.load`):
   a finish writing into the :class:`~depthtraj.analysis.core.results.PassResult`;
 * :class:`TableSpec` objects — its tables, each built from the pass result (or a one-line
   reason why the store cannot support it);
-* :class:`ComparisonSpec` objects — tables across stores (readout against readout).
+* :class:`ComparisonSpec` objects — tables across stores (readout against readout);
+* companion passes (:func:`companion`) — a section's own lazy pass that needs no pass result,
+  computed in the same ``dask.compute`` as the pass (§7's first pass).
 
 **The pass** (:func:`store_pass`). Every question chunk of ``score`` is read once and reduced at
 once to
@@ -58,6 +60,7 @@ __all__ = [
     "TableSpec",
     "analyze_store",
     "compare_stores",
+    "companion",
     "comparisons",
     "figures",
     "finish_pass",
@@ -352,6 +355,17 @@ _PARTS: dict[str, PassPart] = {}
 _TABLES: dict[str, TableSpec] = {}
 _COMPARISONS: dict[str, ComparisonSpec] = {}
 _FIGURES: dict[str, FigureSpec] = {}
+_COMPANIONS: dict[str, Callable[..., dict | None]] = {}
+
+
+def companion(name: str, make: Callable[..., dict | None]) -> None:
+    """Register a **companion pass**: a section's own lazy pass over the analysis ``score`` that
+    needs no pass result (e.g. §7's first pass), computed by :func:`analyze_store` in the same
+    ``dask.compute`` as the engine's pass, so each analysis chunk is read once for both and the
+    cores share both passes' tasks. ``make(ds=, score=, T=, draws=, seed=, by=, sections=,
+    options=)`` returns ``{cache key: delayed object}`` (or None when not wanted); the computed
+    values land in the :class:`TableContext` ``cache`` under those keys."""
+    _COMPANIONS[name] = make
 
 
 def register(*items: PassPart | TableSpec | ComparisonSpec | FigureSpec) -> None:
@@ -743,10 +757,15 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DE
     kw = {k: v for k, v in options.items() if k in pass_opts and k not in switches}
     with progress or contextlib.nullcontext():
         delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, **switches, **kw)
-        # one compute: the defect counts read the very chunks the pass reads (shared tasks); BLAS
-        # on one thread, so the bootstrap sums do not depend on thread counts (restored after)
+        extra: dict = {}
+        for make in _COMPANIONS.values():
+            extra.update(make(ds=ds, score=score, T=T, draws=draws, seed=seed, by=coord, sections=wanted,
+                              options=dict(options)) or {})
+        # one compute: the defect counts and the companion passes read the very chunks the pass
+        # reads (shared tasks); BLAS on one thread, so the bootstrap sums do not depend on thread
+        # counts (restored after)
         with blas_scope():
-            values, counted = dask.compute(delayed, score_defects(score))
+            values, counted, *companions = dask.compute(delayed, score_defects(score), *extra.values())
         res = finish_pass(values, meta)
         res.level = level  # every interval read off the pass at the requested coverage
     info = readout_info(ds)
@@ -759,7 +778,7 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DE
     norm = ds.attrs.get("normalization") or info["normalization"]
     readout = info["label"] + (f" {norm}" if info["kind"] == "text" else "")
     specs = [t for t in tables() if t.section in wanted]
-    cache: dict = {"progress": progress}
+    cache: dict = {"progress": progress, **dict(zip(extra, companions))}
     out = []
     for gi, g in enumerate(grids):
         ctx = TableContext(ds=ds, score=score, res=res, grid=g, gi=gi, store=store, model=model, readout=readout,

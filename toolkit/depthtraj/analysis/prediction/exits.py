@@ -82,6 +82,8 @@ __all__ = [
     "candidate_depths",
     "evaluate_exits",
     "exact_outcomes",
+    "exits_setup",
+    "first_pass",
     "outcome_exponent",
     "hb_pvalue",
     "ltt_min_questions",
@@ -883,10 +885,45 @@ def _lcm_upto(n: int) -> int:
     return out
 
 
+def exits_setup(score, *, gate=None, T: int | None = None, depths=None, window: int = DEFAULT_WINDOW,
+                folds: int = 4, seed: int = 0, draws: int = DEFAULT_DRAWS):
+    """The :class:`Setup` of an evaluation and the gate at the score's depths: ``(setup, gate)``
+    (the arguments as :func:`evaluate_exits` takes them).
+
+    Raises
+    ------
+    ValueError
+        for a window, fold or draw count out of range, an endpoint or depth not recorded, or no
+        candidate depth."""
+    check_counts(draws=draws, folds=folds)
+    if window < 1:
+        raise ValueError(f"--window must be ≥ 1, got {window}")
+    recorded = [int(t) for t in score[L.DEPTH].values]
+    T = recorded[-1] if T is None else int(T)
+    if T not in recorded:
+        raise ValueError(f"endpoint T={T} is not a recorded depth")
+    cand = candidate_depths(depths, recorded, T)
+    if gate is not None:
+        gate = gate.sel({L.DEPTH: score[L.DEPTH].values})
+    setup = Setup(T=T, T_pos=recorded.index(T), depths=tuple(cand), cpos=tuple(recorded.index(t) for t in cand),
+                  window=int(window), rules=tuple(base_rules(window)), folds=int(folds), seed=int(seed),
+                  draws=int(draws), L=_lcm_upto(int(score.sizes[L.ARRANGEMENT])), gate=gate is not None,
+                  recorded=tuple(t for t in recorded if t <= T))
+    return setup, gate
+
+
+def first_pass(score, *, gate=None, by: str = "task", **setup_args):
+    """Pass 1 of an evaluation, to compute beside other passes over the same ``score`` (each
+    analysis chunk is then read once for all of them): ``(setup, delayed)``; hand the computed
+    pair to :func:`evaluate_exits` as ``first``. ``setup_args`` as :func:`exits_setup`."""
+    setup, gate = exits_setup(score, gate=gate, **setup_args)
+    return setup, threshold_pass(score, setup, gate=gate, by=by)
+
+
 def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, window: int = DEFAULT_WINDOW,
                    folds: int = 4, seed: int = 0, draws: int = DEFAULT_DRAWS, level: float = 0.95, target: float = 0.025,
                    delta: float = 0.1, by: str = "task", check_defects: bool = False, allow_defects: bool = False,
-                   store: str = "", defects: list | None = None, kind: str = "label") -> ExitEvaluation:
+                   store: str = "", defects: list | None = None, kind: str = "label", first=None) -> ExitEvaluation:
     """Evaluate every stopping rule on held-out questions (two lazy passes; see the module
     docstring).
 
@@ -916,6 +953,9 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
         ``analyze`` does; they are appended to ``defects`` (a list) and, unless
         ``allow_defects``, refuse the store before pass 2 (one line naming ``store``); ``kind`` is
         the store's readout kind (``label`` or ``text``: a positive text score is DT-DATA-008).
+    first
+        pass 1 computed already (:func:`first_pass`: ``(setup, values)``), e.g. beside the
+        engine's pass in one read of the store; its setup must be this evaluation's.
 
     Raises
     ------
@@ -931,28 +971,23 @@ def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, windo
     import dask
 
     check_counts(draws=draws, folds=folds)
-    if window < 1:
-        raise ValueError(f"--window must be ≥ 1, got {window}")
     if not 0.0 < target < 1.0:
         raise ValueError(f"--target must lie in (0, 1), got {target}")
     if not 0.0 < delta < 1.0:
         raise ValueError(f"--delta must lie in (0, 1), got {delta}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"--level must lie in (0, 1), got {level}")
-    recorded = [int(t) for t in score[L.DEPTH].values]
-    T = recorded[-1] if T is None else int(T)
-    if T not in recorded:
-        raise ValueError(f"endpoint T={T} is not a recorded depth")
-    cand = candidate_depths(depths, recorded, T)
-    if gate is not None:
-        gate = gate.sel({L.DEPTH: score[L.DEPTH].values})
-    setup = Setup(T=T, T_pos=recorded.index(T), depths=tuple(cand), cpos=tuple(recorded.index(t) for t in cand),
-                  window=int(window), rules=tuple(base_rules(window)), folds=int(folds), seed=int(seed),
-                  draws=int(draws), L=_lcm_upto(int(score.sizes[L.ARRANGEMENT])), gate=gate is not None,
-                  recorded=tuple(t for t in recorded if t <= T))
+    setup, gate = exits_setup(score, gate=gate, T=T, depths=depths, window=window, folds=folds, seed=seed,
+                              draws=draws)
     precision = [str(p) for p in score[L.PRECISION].values.tolist()]
+    if first is not None and first[0] != setup:
+        raise ValueError("evaluate_exits(first=...): pass 1 was computed for another setup")
+    if first is not None and check_defects:
+        raise ValueError("evaluate_exits(first=..., check_defects=True): the compute that ran pass 1 checks them")
     with _one_blas():
-        if check_defects:
+        if first is not None:
+            cells, sums, counts, never, seen = first[1]
+        elif check_defects:
             from ...trust import score_defects
 
             (cells, sums, counts, never, seen), counted = dask.compute(threshold_pass(score, setup, gate=gate, by=by),

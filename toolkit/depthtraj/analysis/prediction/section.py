@@ -7,7 +7,9 @@ The study is nested (thresholds chosen on training folds, outcomes read on the h
 which the engine's one Poisson pass cannot hold: the held-out outcome of a question depends on
 thresholds known only after every training question has been summed. So §7 registers **no pass
 part**; its tables run their own two lazy, chunk-bounded passes over the analysis ``score``
-(:func:`~.exits.evaluate_exits`), once per store and endpoint (``TableContext.cached``), with
+(:func:`~.exits.evaluate_exits`), once per store and endpoint (``TableContext.cached``); the
+first, which needs nothing from the engine, is an engine **companion** (:func:`~..engine.companion`)
+computed beside §3–6's pass, each chunk read once for both. With
 the analysis's bootstrap draws, seed and level, and the ``--by`` cells. The moment and
 allocation tables read the probe variables in one further lazy pass (:mod:`.readout`), once per
 store (under the stored or ``sum`` normalisation of a text store: the probes are of the
@@ -21,28 +23,39 @@ instead of the paper's one α per method over the training anchors.
 from __future__ import annotations
 
 from ... import layout as L
-from ..engine import FigureSpec, TableSpec, on_request, register
+from ..engine import FigureSpec, TableSpec, companion, on_request, register
 from . import figures as F7
 from . import tables as T7
-from .exits import evaluate_exits
+from .exits import evaluate_exits, first_pass
 from .readout import DEFAULT_FOLDS, NEEDS_PROBES, evaluate_readout, has_probes, readout_inputs
 
 __all__ = ["evaluation_of", "readout_of"]
 
 
+def _first_pass(*, ds, score, T, draws, seed, by, sections, options):
+    """§7's first pass as an engine companion (:func:`~..engine.companion`): computed beside
+    §3–6's pass when §7 is asked for, so each chunk is read once for both."""
+    if 7 not in sections or not [t for t in (int(x) for x in score[L.DEPTH].values) if 4 <= t < T]:
+        return None
+    gate = ds["exit_gate"] if "exit_gate" in ds.variables else None
+    return {f"prediction.exits.first.{T}": first_pass(score, gate=gate, T=T, draws=draws, seed=seed, by=by)}
+
+
 def evaluation_of(ctx):
     """The store's :class:`~.exits.ExitEvaluation` (defaults: window 4, depths 4:T−1, 4 folds,
-    target 2.5 %, δ = 0.1), or a one-line reason it cannot be computed."""
+    target 2.5 %, δ = 0.1), or a one-line reason it cannot be computed. Its first pass comes
+    from the engine's compute when it ran there (:func:`_first_pass`)."""
     def make():
         recorded = [int(t) for t in ctx.score[L.DEPTH].values]
         if not [t for t in recorded if 4 <= t < ctx.T]:
             return f"needs recorded candidate depths 4..T−1 below T={ctx.T}"
         from ...progress import update
 
-        update(f"{ctx.store}: §7 stopping rules on held-out folds (two passes)")
+        first = ctx.cache.get(f"prediction.exits.first.{ctx.T}")
+        update(f"{ctx.store}: §7 stopping rules on held-out folds ({'second pass' if first else 'two passes'})")
         gate = ctx.ds["exit_gate"] if "exit_gate" in ctx.ds.variables else None
         return evaluate_exits(ctx.score, gate=gate, T=ctx.T, draws=ctx.res.draws, seed=ctx.seed, level=ctx.level,
-                              by=ctx.coord)
+                              by=ctx.coord, first=first)
 
     return ctx.cached(f"prediction.exits.{ctx.T}", make)
 
@@ -96,6 +109,7 @@ def _build_readout(table):
 
 
 on_request(7)  # two nested passes, several times §3–6: `analyze --sections 7`; `report` asks for it
+companion("prediction.exits.first", _first_pass)
 register(
     TableSpec("prefix_prediction", 7, _build(T7.prefix_table), label="pd:app:prefix-prediction",
               caption="Prefix prediction of endpoint agreement: raw, mean-centred and quotient rankings of the "
