@@ -454,8 +454,8 @@ def test_the_depth_axis_is_the_readers_choice(tmp_path):
 
 def test_the_report_reads_each_store_once_per_pass(tmp_path, monkeypatch):
     """Issue 38: a report costs one §3–7 analysis plus its rendering. The engine's pass runs
-    once, §7's two passes once each and the probes' pass once, whatever the tables and figures
-    that read them (and the figure of the exits reads the document, not the store)."""
+    once, §7's two passes once each (the first in the engine's compute) and the probes' pass
+    once, whatever the tables and figures that read them (the exits figure reads the document)."""
     from depthtraj.analysis.prediction import exits as E
     from depthtraj.analysis.prediction import section as S7
 
@@ -475,8 +475,13 @@ def test_the_report_reads_each_store_once_per_pass(tmp_path, monkeypatch):
     counted(E, "threshold_pass")
     counted(E, "outcome_pass")
     counted(S7, "readout_inputs")
+    firsts = []
+    real_eval = S7.evaluate_exits
+    monkeypatch.setattr(S7, "evaluate_exits", lambda *a, **k: firsts.append(k.get("first")) or real_eval(*a, **k))
     out = tmp_path / "rep"
     res = CliRunner().invoke(app, ["report", store, "--out", str(out), "--bootstrap", "20"])
     assert res.exit_code == 0, res.output
     assert calls == {"store_pass": 1, "threshold_pass": 1, "outcome_pass": 1, "readout_inputs": 1}
+    # §7's first pass ran in the engine's compute (a companion), not on its own
+    assert len(firsts) == 1 and firsts[0] is not None
     assert (out / "report.html").exists()
