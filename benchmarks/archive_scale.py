@@ -73,10 +73,17 @@ def _run(argv: list[str], env: dict | None = None) -> dict:
 
 
 def _tree_env(tree: Path | None) -> dict:
-    """The environment that runs ``depthtraj`` from the checkout ``tree`` (None: the installed one)."""
+    """The environment that runs ``depthtraj`` from the checkout ``tree`` (None: the installed one).
+
+    Raises SystemExit when ``tree`` is no checkout or its package is not the one imported."""
     if tree is None:
         return {}
-    return {"PYTHONPATH": os.pathsep.join([str(tree / "toolkit"), str(tree / "adapters")])}
+    env = {"PYTHONPATH": os.pathsep.join([str(tree / "toolkit"), str(tree / "adapters")])}
+    got = subprocess.run([sys.executable, "-c", "import depthtraj; print(depthtraj.__file__)"], capture_output=True,
+                         text=True, env={**os.environ, **env}).stdout.strip()
+    if not got.startswith(str(tree / "toolkit")):
+        raise SystemExit(f"--before {tree}: not a checkout whose package is imported (depthtraj from {got or '?'})")
+    return env
 
 
 def _commands(store: Path, scratch: Path, workers: list[int], tree: Path | None = None
