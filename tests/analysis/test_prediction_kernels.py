@@ -147,3 +147,33 @@ def test_pass_two_in_tasks_gives_the_canonical_chunks_bytes(tmp_path, monkeypatc
     assert split.sums.tobytes() == canonical.sums.tobytes()
     assert split.boot.tobytes() == canonical.boot.tobytes()
     assert split.boot_sums.tobytes() == canonical.boot_sums.tobytes()
+
+
+def test_the_companion_first_pass_runs_in_the_analysis_chunks(tmp_path):
+    """§7's first pass beside the engine's (``first_pass``) takes one task per analysis chunk, so
+    each chunk is freed once both passes have read it; on its own (``threshold_pass``) it runs in
+    tasks of TASK_ROWS questions (exact sums: the same bytes either way)."""
+    import dask
+    import xarray as xr
+
+    from depthtraj.analysis.core.data import score_of
+    from depthtraj.analysis.prediction import exits as E
+    from depthtraj.testing import synthetic_store
+
+    path = synthetic_store(tmp_path / "s.zarr", 600, endpoint=8, chunk_size=50, seed=4)
+    score = score_of(xr.open_zarr(path)).chunk({"question": 200})
+
+    def tasks(d):
+        return sum(1 for k, v in dict(d.__dask_graph__()).items() if "_pass1_chunk" in str(k))
+
+    setup, delayed = E.first_pass(score, T=8, draws=0)
+    assert tasks(delayed) == len(score.chunks[0]) == 3
+    old, E.TASK_ROWS = E.TASK_ROWS, 100
+    try:
+        alone = E.threshold_pass(score, setup, rows=E.TASK_ROWS)
+        assert tasks(alone) == 6
+        a, b = dask.compute(delayed, alone)
+    finally:
+        E.TASK_ROWS = old
+    for x, y in zip(a[1:], b[1:]):
+        assert x.tobytes() == y.tobytes()

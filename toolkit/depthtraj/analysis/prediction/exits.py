@@ -76,6 +76,7 @@ __all__ = [
     "ExitEvaluation",
     "METHODS",
     "OUTPUT_RULES",
+    "TASK_ROWS",
     "binomial_cdf",
     "calibrate_ltt",
     "calibrate_plugin",
@@ -84,9 +85,9 @@ __all__ = [
     "exact_outcomes",
     "exits_setup",
     "first_pass",
-    "outcome_exponent",
     "hb_pvalue",
     "ltt_min_questions",
+    "outcome_exponent",
     "outcome_pass",
     "threshold_pass",
 ]
@@ -433,15 +434,16 @@ def _chunks(score, gate, by: str, fn, rows: int | None = None, **kw):
     return _tree(parts)
 
 
-def threshold_pass(score, setup: Setup, *, gate=None, by: str = "task"):
+def threshold_pass(score, setup: Setup, *, gate=None, by: str = "task", rows: int | None = TASK_ROWS):
     """Pass 1, delayed: ``(cells, sums [cell, fold, arm, rule, quantity, threshold],
     counts [cell, fold, (questions, labelled)], never [cell, fold, arm], seen [cell, A_q])``;
     sums in units of ``L`` (and steps for work), ``seen`` the questions by their number of used
     arrangements. Every sum is an integer held exactly in float64, so the pass runs in tasks of
-    :data:`TASK_ROWS` questions whatever the canonical chunks.
+    ``rows`` questions (default :data:`TASK_ROWS`; None: the analysis chunks) whatever the
+    canonical chunks, to the same bytes.
 
     Source: `pd:app:prefix-prediction`; spec/exits.md §3–5."""
-    return _chunks(score, gate, by, _pass1_chunk, rows=TASK_ROWS, setup=setup)
+    return _chunks(score, gate, by, _pass1_chunk, rows=rows, setup=setup)
 
 
 def _pass2_chunk(s, gate, cols, *, setup: Setup, choice: dict, curve_idx: tuple, methods: int,
@@ -915,9 +917,13 @@ def exits_setup(score, *, gate=None, T: int | None = None, depths=None, window: 
 def first_pass(score, *, gate=None, by: str = "task", **setup_args):
     """Pass 1 of an evaluation, to compute beside other passes over the same ``score`` (each
     analysis chunk is then read once for all of them): ``(setup, delayed)``; hand the computed
-    pair to :func:`evaluate_exits` as ``first``. ``setup_args`` as :func:`exits_setup`."""
+    pair to :func:`evaluate_exits` as ``first``. ``setup_args`` as :func:`exits_setup`.
+
+    The pass runs in the analysis chunks themselves, one task per chunk beside the other
+    passes' task of that chunk, so a chunk is freed once both have read it (cut into smaller
+    tasks, the chunks outlive their first reader and memory grows with the store)."""
     setup, gate = exits_setup(score, gate=gate, **setup_args)
-    return setup, threshold_pass(score, setup, gate=gate, by=by)
+    return setup, threshold_pass(score, setup, gate=gate, by=by, rows=None)
 
 
 def evaluate_exits(score, *, gate=None, T: int | None = None, depths=None, window: int = DEFAULT_WINDOW,
