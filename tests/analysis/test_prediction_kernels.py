@@ -8,13 +8,12 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from depthtraj.analysis.core.bootstrap import poisson_weights
 from depthtraj.analysis.prediction import kernels as K_
 from depthtraj.analysis.prediction import prefix as P_
 from depthtraj.analysis.prediction.exits import Setup, _exact_in_float32, exact_outcomes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SETTINGS = settings(max_examples=int(os.environ.get("DT_FUZZ", 25)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -133,10 +132,10 @@ def test_exact_outcomes(T, depths, used, exact):
 def test_pass_two_in_tasks_gives_the_canonical_chunks_bytes(tmp_path, monkeypatch):
     """A store whose outcomes are exact (T = 16, one arrangement) evaluated with pass 2 in tasks
     of a few questions and in the canonical chunks: the same bytes."""
+    import xarray as xr
     from depthtraj.analysis.core.data import score_of
     from depthtraj.analysis.prediction import exits as E
     from depthtraj.testing import synthetic_store
-    import xarray as xr
 
     path = synthetic_store(tmp_path / "s.zarr", 700, endpoint=16, chunk_size=100, seed=2, tie_rate=0.05)
     score = score_of(xr.open_zarr(path))
@@ -155,7 +154,6 @@ def test_the_companion_first_pass_runs_in_the_analysis_chunks(tmp_path):
     tasks of TASK_ROWS questions (exact sums: the same bytes either way)."""
     import dask
     import xarray as xr
-
     from depthtraj.analysis.core.data import score_of
     from depthtraj.analysis.prediction import exits as E
     from depthtraj.testing import synthetic_store

@@ -66,7 +66,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import layout as L
-from ..core.bootstrap import DEFAULT_DRAWS, check_counts, one_blas_thread, percentile_interval, poisson_weights, question_keys
+from ..core.bootstrap import (
+    DEFAULT_DRAWS,
+    check_counts,
+    one_blas_thread,
+    percentile_interval,
+    poisson_weights,
+    question_keys,
+)
 from . import kernels
 from .prefix import DEFAULT_WINDOW, QUANTITIES, Rule, base_rules, rule_fired, trajectory_features
 
