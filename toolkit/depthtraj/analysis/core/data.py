@@ -46,8 +46,12 @@ def analysis_rows(obj) -> int | None:
     var = obj["score"] if isinstance(obj, xr.Dataset) and "score" in obj.data_vars else obj
     if not isinstance(var, xr.DataArray):
         return None
-    per_question = max(1, int(np.prod([var.sizes[d] for d in var.dims if d != L.QUESTION])) * var.dtype.itemsize)
-    fit = max(1, CHUNK_BYTES // per_question)
+    return _rows_for(int(np.prod([var.sizes[d] for d in var.dims if d != L.QUESTION])) * var.dtype.itemsize)
+
+
+def _rows_for(per_question: int) -> int:
+    """The largest power of two of questions of ``per_question`` bytes within :data:`CHUNK_BYTES`."""
+    fit = max(1, CHUNK_BYTES // max(1, per_question))
     return 1 << (fit.bit_length() - 1)
 
 
@@ -63,11 +67,10 @@ def _stored_rows(path, storage_options=None) -> int | None:
         if L.QUESTION not in names or len(names) != len(arr.shape):
             return None
         per_question = int(np.prod([n for d, n in zip(names, arr.shape) if d != L.QUESTION]))
-        per_question = max(1, per_question * np.dtype(arr.dtype).itemsize)
+        per_question *= np.dtype(arr.dtype).itemsize
     except Exception:  # noqa: BLE001 — the open below says what is wrong, in its words
         return None
-    fit = max(1, CHUNK_BYTES // per_question)
-    return 1 << (fit.bit_length() - 1)
+    return _rows_for(per_question)
 
 
 def canonical_chunks(n: int, rows: int) -> tuple[int, ...]:
