@@ -335,3 +335,52 @@ def test_lazy_until_computed(small_store):
         for name, x in obj.data_vars.items():
             assert x.chunks is not None, name
     assert summ["E"].chunks[0] == score_of(ds).chunks[0]  # one task per question chunk
+
+
+# ----------------------------------------------------------------------------------------------
+# one compute for several collections, and the vocabulary check beside the engine's pass
+# ----------------------------------------------------------------------------------------------
+def test_compute_together_keeps_every_result_in_its_slot(small_store):
+    """dask 2026.8 hands interleaved collection kinds (Delayed, array, Delayed) back in grouped
+    order; compute_together must not: each value lands in its argument's slot."""
+    import itertools
+
+    import dask
+    import dask.array as da
+
+    ds = xr.open_zarr(small_store)
+    objs = {"D": dask.delayed(lambda: "D")(), "E": dask.delayed(lambda: ("E", 1))(),
+            "A": da.arange(6, chunks=2).sum() + 100, "X": ds["logsumexp"].max(), "P": 7}
+
+    def name(v):
+        if isinstance(v, xr.DataArray):
+            assert v.chunks is None and float(v) == float(ds["logsumexp"].max())
+            return "X"
+        return {"D": "D", ("E", 1): "E", 115: "A", 7: "P"}[v if not isinstance(v, np.generic) else int(v)]
+
+    for n in (2, 3, 4):
+        for combo in itertools.product(objs, repeat=n):
+            got = compute_together(*[objs[c] for c in combo])
+            assert "".join(name(v) for v in got) == "".join(combo), combo
+    # containers are traversed, as dask.compute does
+    (d, (a, p), x), = [compute_together(objs["D"], (objs["A"], 3), [objs["X"]])]
+    assert d == "D" and int(a) == 115 and p == 3 and float(x[0]) == float(ds["logsumexp"].max())
+
+
+def test_vocabulary_table_beside_the_pass_equals_its_own_pass(small_store, monkeypatch):
+    """The vocabulary check computed in the engine's compute (a companion) gives the table of
+    its own compute, to the bit."""
+    from depthtraj.analysis import engine
+    from depthtraj.analysis.core.grid import Grid
+
+    ds = xr.open_zarr(small_store)
+    grid = [Grid("q", (2, 4, 6), 8)]
+
+    def table():
+        (an,) = engine.analyze_store(ds, grid, store="s", draws=0, sections=frozenset({6}))
+        return an.tables["vocabulary"].rows
+
+    beside = table()
+    monkeypatch.delitem(engine._COMPANIONS, "sensitivity.vocabulary")
+    alone = table()
+    assert beside == alone and len(beside) > 0

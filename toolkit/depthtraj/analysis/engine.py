@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import layout as L
 from .core.bootstrap import DEFAULT_DRAWS, one_blas_thread, poisson_weights, question_keys
-from .core.cells import group_sums
+from .core.cells import compute_together, group_sums
 from .core.data import model_name, score_of
 from .core.grid import Grid
 from .core.inputs import BY, readout_info
@@ -735,8 +735,6 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DE
     """
     import contextlib
 
-    import dask
-
     from ..trust import UntrustedStore, defect_line, score_defects, summarize_defects
     from .core.bootstrap import blas_scope
     from .sections import load
@@ -765,7 +763,7 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DE
         # reads (shared tasks); BLAS on one thread, so the bootstrap sums do not depend on thread
         # counts (restored after)
         with blas_scope():
-            values, counted, *companions = dask.compute(delayed, score_defects(score), *extra.values())
+            values, counted, *companions = compute_together(delayed, score_defects(score), *extra.values())
         res = finish_pass(values, meta)
         res.level = level  # every interval read off the pass at the requested coverage
     info = readout_info(ds)

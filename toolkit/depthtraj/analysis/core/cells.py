@@ -15,37 +15,58 @@ from ... import layout as L
 __all__ = ["cell_labels", "cell_values", "compute_together", "group_add", "group_sums"]
 
 
-def compute_together(*objs):
-    """Compute several dask-backed xarray objects in one pass (shared graph parts run once).
+def compute_together(*objs, **kwargs):
+    """Compute several dask collections in one pass (shared graph parts run once): xarray
+    objects, dask arrays, Delayed objects, and lists, tuples and dicts of them.
 
-    Returns numpy-backed copies, in order (``None`` passes through). Works on the raw dask
-    arrays: ``dask.compute`` applied to xarray objects that share intermediate results fails
-    ("Missing dependency") with xarray 2026.9 / dask 2026.8, while ``.compute()`` on a single
-    object and ``dask.compute`` on plain dask arrays do not.
+    Returns the computed values in the order given (``None`` and other plain values pass
+    through); xarray objects come back numpy-backed copies. ``kwargs`` go to ``dask.compute``.
+
+    Works around two faults of ``dask.compute`` (dask 2026.8, xarray 2026.9), both silent or
+    confusing:
+
+    * xarray objects that share intermediate results fail ("Missing dependency"), while plain
+      dask arrays do not: xarray objects are computed on their raw dask arrays;
+    * dask groups the collections of one compute by their low-level optimizer (Delayed objects
+      apart from arrays) and, where the kinds interleave (Delayed, array, Delayed), hands the
+      results back in the grouped order: the array's slot gets the second Delayed's value. The
+      collections are handed to dask already grouped, and the results put back in order.
     """
     import dask
     import xarray as xr
+    from dask.base import unpack_collections
 
-    slots, arrays = [], []
-    copies = []
+    args, copies = [], {}
     for i, obj in enumerate(objs):
-        if obj is None:
-            copies.append(None)
-            continue
-        ds = obj._to_temp_dataset() if isinstance(obj, xr.DataArray) else obj
-        ds = ds.copy(deep=False)
-        copies.append(ds)
-        for name, var in ds.variables.items():
-            if var.chunks is not None:
-                slots.append((i, name))
-                arrays.append(var.data)
-    values = dask.compute(*arrays) if arrays else ()
-    for (i, name), value in zip(slots, values):
-        copies[i].variables[name].data = value
-    return tuple(
-        None if c is None else (o._from_temp_dataset(c) if isinstance(o, xr.DataArray) else c)
-        for o, c in zip(objs, copies)
-    )
+        if isinstance(obj, (xr.Dataset, xr.DataArray)):
+            ds = obj._to_temp_dataset() if isinstance(obj, xr.DataArray) else obj
+            copies[i] = ds = ds.copy(deep=False)
+            obj = {name: var.data for name, var in ds.variables.items() if var.chunks is not None}
+        args.append(obj)
+    collections, repack = unpack_collections(*args, traverse=kwargs.pop("traverse", True))
+
+    def kind(c):
+        return None if hasattr(c, "expr") else getattr(c, "__dask_optimize__", None)
+
+    kinds: list = []  # in order of first appearance, compared by == as dask does
+    for c in collections:
+        if not any(kind(c) == k for k in kinds):
+            kinds.append(kind(c))
+    order = sorted(range(len(collections)),
+                   key=lambda i: next(j for j, k in enumerate(kinds) if kind(collections[i]) == k))
+    got = dask.compute(*[collections[i] for i in order], traverse=False, **kwargs) if collections else ()
+    results = [None] * len(collections)
+    for i, value in zip(order, got):
+        results[i] = value
+    values = repack(results) if collections else tuple(args)
+    out = []
+    for i, (obj, value) in enumerate(zip(objs, values)):
+        if i in copies:
+            for name, data in value.items():
+                copies[i].variables[name].data = data
+            value = obj._from_temp_dataset(copies[i]) if isinstance(obj, xr.DataArray) else copies[i]
+        out.append(value)
+    return tuple(out)
 
 
 def cell_labels(obj, by: str = "task") -> tuple[list[str], np.ndarray]:
