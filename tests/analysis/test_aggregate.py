@@ -76,6 +76,34 @@ def test_poisson_weights_are_their_definition():
             assert got[b, i] == w, (b, i)
 
 
+@pytest.mark.parametrize("q, finite", [(1, "all"), (7, "all"), (300, "some"), (1024, "some"), (1024, "none"),
+                                        (1024, "columns")])
+def test_count_product_is_the_full_product_to_the_bit(q, finite):
+    """The engine's bootstrap counts (identical indicator columns multiplied once, all-finite
+    blocks as one row sum) equal the full float32 product and the float64 one, bit for bit,
+    and the largest Poisson weight is the engine's bound."""
+    from depthtraj.analysis.core.bootstrap import poisson_weights
+    from depthtraj.analysis.engine import MAX_WEIGHT, count_product
+
+    rng = np.random.default_rng(q)
+    W = poisson_weights(rng.integers(0, 2**63, q, dtype=np.uint64), 500, 3)
+    V = np.ones((q, 40), dtype=bool)
+    if finite == "some":  # a few patterns repeated over the columns, and one unique column
+        pats = rng.random((q, 4)) < 0.8
+        V = pats[:, rng.integers(0, 4, 40)]
+        V[:, 7] = rng.random(q) < 0.5
+    elif finite == "none":
+        V[:] = False
+    elif finite == "columns":
+        V[:, ::3] = False
+    got = count_product(W, V)
+    assert got.dtype == np.float32 and got.shape == (500, 40)
+    assert np.array_equal(got, W @ V.astype(np.float32))
+    assert np.array_equal(got.astype(np.float64), W.astype(np.float64) @ V.astype(np.float64))
+    big = poisson_weights(np.arange(20000, dtype=np.uint64), 2000, 0)
+    assert big.max() <= MAX_WEIGHT
+
+
 def test_bootstrap_is_paired():
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=200), rng.normal(size=200)

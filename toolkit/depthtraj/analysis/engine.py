@@ -521,7 +521,7 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
     questions' keys). Questions are taken group by group (a stable sort), so each group's
     weights are a contiguous slice of one weight block; products run in float32 within blocks
     of ``sub`` questions (weights are small integers, summaries fractions) and accumulate in
-    float64."""
+    float64; the counts' products are exact (:func:`count_product`)."""
     codes = np.asarray(codes, dtype=np.int64)
     cols = X.shape[1]
     sums, counts = group_sums(np.ascontiguousarray(X, dtype=np.float64), codes, n_groups)
@@ -534,7 +534,7 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
         codes = codes[order]
         V = np.isfinite(X)
         keys = np.asarray(keys, dtype=np.uint64)[order]
-        X32 = np.concatenate([np.where(V, X, 0.0), V], axis=1).astype(np.float32)
+        X32 = np.where(V, X, 0.0).astype(np.float32)
         for start in range(0, len(X), sub):
             stop = min(len(X), start + sub)
             W = poisson_weights(keys[start:stop], draws, seed)  # [draws, q] float32
@@ -543,10 +543,30 @@ def _reduce(X, codes, keys, *, n_groups, draws, seed, sub):
                 a, b = lo[g], lo[g + 1]
                 if a == b:
                     continue
-                prod = W[:, a:b] @ X32[start + a:start + b]
-                boot_s[g] += prod[:, :cols]
-                boot_c[g] += prod[:, cols:]
+                boot_s[g] += W[:, a:b] @ X32[start + a:start + b]
+                boot_c[g] += count_product(W[:, a:b], V[start + a:start + b])
     return sums, counts, boot_s, boot_c
+
+
+#: The largest Poisson(1) weight :func:`~.core.bootstrap.poisson_weights` draws.
+MAX_WEIGHT = 19
+
+
+def count_product(W, V) -> np.ndarray:
+    """The bootstrap counts ``W @ V`` ``[draw, column]`` (float32) of weights ``W`` ``[draw,
+    question]`` and finite-entry indicators ``V`` ``[question, column]`` (bool).
+
+    Every partial sum is an integer below 2^24 (at most :data:`MAX_WEIGHT` per question), so
+    the float32 product is exact in any order: identical columns of ``V`` are multiplied once
+    (all columns finite, as usual: one row sum of ``W``), and the result is the same number as
+    the full product. Above 2^24 / MAX_WEIGHT questions it is the full product."""
+    q = V.shape[0]
+    if q * MAX_WEIGHT >= 2 ** 24:
+        return W @ V.astype(np.float32)
+    if V.all():
+        return np.broadcast_to(W.sum(axis=1, dtype=np.float32)[:, None], (W.shape[0], V.shape[1]))
+    _, first, inverse = np.unique(np.packbits(V, axis=0).T, axis=0, return_index=True, return_inverse=True)
+    return (W @ V[:, first].astype(np.float32))[:, inverse.ravel()]
 
 
 def _merge(a, b):
