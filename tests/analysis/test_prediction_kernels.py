@@ -175,3 +175,25 @@ def test_the_companion_first_pass_runs_in_the_analysis_chunks(tmp_path):
         E.TASK_ROWS = old
     for x, y in zip(a[1:], b[1:]):
         assert x.tobytes() == y.tobytes()
+
+
+def test_distinct_columns(monkeypatch):
+    """Pass 2's exact product multiplies each distinct column once: ``first`` and ``inverse``
+    rebuild ``X`` exactly, representatives in order of first appearance; a projection that
+    merges different columns keeps every column; the exact product is the full one to the bit."""
+    from depthtraj.analysis.prediction import exits as E
+
+    rng = np.random.default_rng(5)
+    base = rng.integers(0, 9, (64, 6)) / 8.0
+    base[:, 2] = 0.0
+    pick = np.array([0, 1, 1, 2, 3, 0, 4, 2, 5, 5, 1])
+    X = base[:, pick]
+    first, inverse = E.distinct_columns(X)
+    assert np.array_equal(X[:, first[inverse]], X)
+    assert first.tolist() == [0, 1, 3, 4, 6, 8] and len(np.unique(X, axis=1).T) == len(first)
+    W = poisson_weights(rng.integers(0, 2**63, 64, dtype=np.uint64), 300, 1)
+    assert np.array_equal((W @ X[:, first].astype(np.float32))[:, inverse], W.astype(np.float64) @ X)
+    monkeypatch.setattr(E, "_column_hash", lambda X: np.zeros(X.shape[1]))
+    first, inverse = E.distinct_columns(X)
+    assert first.tolist() == list(range(X.shape[1])) and inverse.tolist() == list(range(X.shape[1]))
+    assert [len(a) for a in E.distinct_columns(np.zeros((0, 3)))] == [3, 3]
