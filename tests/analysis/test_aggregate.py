@@ -104,6 +104,16 @@ def test_count_product_is_the_full_product_to_the_bit(q, finite):
     assert big.max() <= MAX_WEIGHT
 
 
+def test_poisson_integer_thresholds_are_the_cdf_thresholds():
+    """u = m·2^-53 ≥ cdf[k] exactly when m ≥ _POISSON_M[k], at and beside every threshold."""
+    from depthtraj.analysis.core.bootstrap import _POISSON_CDF, _POISSON_M
+
+    for k, t in enumerate(_POISSON_M.tolist()):
+        for m in (t - 2, t - 1, t, t + 1):
+            if 0 <= m < 2**53:
+                assert (m * 2.0**-53 >= _POISSON_CDF[k]) == (m >= t), (k, m)
+
+
 def test_bootstrap_is_paired():
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=200), rng.normal(size=200)

@@ -13,6 +13,7 @@ Part of the shared lower layer: imports no section.
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 
 import numpy as np
@@ -120,6 +121,9 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 #: Poisson(1) cumulative probabilities Pr(W ≤ k), k = 0..19 (beyond: below 2^-53 of mass).
 _POISSON_CDF = np.cumsum([np.exp(-1.0) / float(np.prod(np.arange(1, k + 1))) for k in range(20)])
+#: The same thresholds on the 53-bit integer m of u = m·2^-53: u ≥ cdf[k] ⟺ m ≥ ⌈cdf[k]·2^53⌉
+#: (cdf[k]·2^53 is exact in float64), so the generator compares integers, not floats.
+_POISSON_M = np.array([math.ceil(c * 2.0 ** 53) for c in _POISSON_CDF[:19]], dtype=np.int64)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -143,17 +147,17 @@ def poisson_weights(keys, draws, seed):
     n = keys.shape[0]
     out = np.empty((draws, n), dtype=np.float32)
     s = splitmix64(np.uint64(seed) + _GOLDEN)
-    cdf = _POISSON_CDF
+    th = _POISSON_M
     for b in range(draws):
         off = s + np.uint64(b + 1) * _GOLDEN
         for i in range(n):
-            x = splitmix64(keys[i] + off)
-            u = float(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-            # the inverse CDF as a count of the thresholds at or below u (the CDF never decreases,
-            # so this is the first w with u < cdf[w], capped at 19): branch-free, 2.4x the loop
+            # u = m·2^-53 with m the top 53 bits of the hash; the inverse CDF as a count of the
+            # thresholds at or below u (the CDF never decreases, so this is the first w with
+            # u < cdf[w], capped at 19), compared as integers (_POISSON_M): branch-free
+            m = np.int64(splitmix64(keys[i] + off) >> np.uint64(11))
             w = 0
             for k in range(19):
-                w += u >= cdf[k]
+                w += m >= th[k]
             out[b, i] = w
     return out
 
