@@ -104,6 +104,19 @@ def test_count_product_is_the_full_product_to_the_bit(q, finite):
     assert big.max() <= MAX_WEIGHT
 
 
+def test_question_keys_are_the_keyed_blake2b_of_the_ids():
+    import hashlib
+
+    from depthtraj.analysis.core.bootstrap import question_keys
+
+    ids = ["arc/Mercury_7", "mmlu/é", "", "q" * 300, 12]
+    want = [int.from_bytes(hashlib.blake2b(str(q).encode("utf-8"), digest_size=8, person=b"depthtraj-boot").digest(),
+                           "little") for q in ids]
+    got = question_keys(np.array(ids, dtype=object))
+    assert got.dtype == np.uint64 and got.tolist() == want
+    assert question_keys(np.array([], dtype=object)).shape == (0,)
+
+
 def test_poisson_integer_thresholds_are_the_cdf_thresholds():
     """u = m·2^-53 ≥ cdf[k] exactly when m ≥ _POISSON_M[k], at and beside every threshold."""
     from depthtraj.analysis.core.bootstrap import _POISSON_CDF, _POISSON_M

@@ -85,6 +85,31 @@ def test_same_bytes_on_a_distributed_cluster(capsys, stores, two_analysis_chunks
         assert _doc(capsys, a, scheduler_spec=cluster.scheduler_address) == ref
 
 
+def test_exits_same_bytes_on_every_scheduler(capsys, stores):
+    """``depthtraj exits --scheduler``: threads, synchronous and a dask.distributed cluster give
+    the same document, and on the store in other chunks."""
+    from depthtraj.analysis.prediction.command import run_exits
+
+    distributed = pytest.importorskip("distributed")
+    a, b = stores
+
+    def doc(store, spec):
+        code = run_exits([store], fmt="json", bootstrap=100, seed=3, scheduler_spec=spec)
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return _normalised(out, store)
+
+    ref = doc(a, "threads")
+    assert json.loads(ref)["stores"][0]["rules"]
+    assert doc(a, "synchronous") == ref
+    assert doc(b, "threads") == ref
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  silence_logs=40) as cluster:
+        assert doc(a, cluster.scheduler_address) == ref
+    assert run_exits([a], scheduler_spec="nonsense") == 2
+    assert "--scheduler must be" in capsys.readouterr().err
+
+
 def test_same_bytes_with_one_blas_thread(capsys, stores):
     """A fresh process with OMP/OpenBLAS/MKL limited to one thread (as dask.distributed workers
     run) writes the bytes this process writes, and a process with four threads each (this

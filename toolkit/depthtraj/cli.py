@@ -599,6 +599,7 @@ def exits(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing non-empty --out DIR.")] = False,
     format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|csv",
                                         help="Output on stdout: a rich table, the exits.json document, or CSV.")] = "table",
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Which stopping rule, at which threshold: prefix rankings, Huginn-style KL, Ouro's exit gate and
     confidence exits compared on the same held-out questions (work saved, disagreement, accuracy, paired
@@ -607,7 +608,8 @@ def exits(
 
     raise typer.Exit(run_exits(stores, out=out, target=target, delta=delta, window=window, depths=depths,
                                folds=folds, seed=seed, bootstrap=bootstrap, level=level, endpoint=endpoint,
-                               fmt=format, allow_defects=allow_defects, overwrite=overwrite))
+                               fmt=format, allow_defects=allow_defects, overwrite=overwrite,
+                               scheduler_spec=scheduler))
 
 
 class _Progress:

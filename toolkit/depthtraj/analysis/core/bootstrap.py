@@ -39,11 +39,17 @@ def question_keys(ids) -> np.ndarray:
     same questions in any order are resampled alike (paired).
     """
     ids = np.asarray(ids).tolist()
-    return np.fromiter(
-        (int.from_bytes(hashlib.blake2b(str(q).encode("utf-8"), digest_size=8,
-                                        person=b"depthtraj-boot").digest(), "little") for q in ids),
-        dtype=np.uint64, count=len(ids),
-    )
+    fresh = _KEY_HASH.copy  # a copy of the keyed, empty state: cheaper than a new object
+
+    def key(q) -> bytes:
+        h = fresh()
+        h.update(str(q).encode("utf-8"))
+        return h.digest()
+
+    return np.frombuffer(b"".join([key(q) for q in ids]), dtype="<u8").astype(np.uint64)
+
+
+_KEY_HASH = hashlib.blake2b(digest_size=8, person=b"depthtraj-boot")
 
 
 #: The default number of whole-question bootstrap draws of every command (``analyze``,

@@ -105,10 +105,10 @@ def depth_of(ds) -> dict:
 def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: float = 0.1, window: int = 4,
               depths: str | None = None, folds: int = 4, seed: int = 0, bootstrap: int = DEFAULT_DRAWS, level: float = 0.95,
               endpoint: int | None = None, fmt: str = "table", allow_defects: bool = False,
-              overwrite: bool = False) -> int:
-    """The ``exits`` command; returns the exit code (0 done, 2 user error)."""
-    import dask
-
+              overwrite: bool = False, scheduler_spec: str | None = None) -> int:
+    """The ``exits`` command; returns the exit code (0 done, 2 user error). ``scheduler_spec``:
+    the dask scheduler of the two passes (:func:`~depthtraj.analysis.cli.scheduler`: threads by
+    default, processes, synchronous or a dask.distributed address); the bytes do not depend on it."""
     from ...store import StoreError
     from ...trust import defect_line, unique_defects
     from ..core.data import model_name, open_admitted, score_of
@@ -116,9 +116,9 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
     from ..core.inputs import readout_info
     from ..core.tables import Analysis, render_rich, small_population_note, table_csv
     from . import tables as T7
-    from .exits import evaluate_exits
-
+    from ..cli import scheduler
     from ..core.bootstrap import check_counts
+    from .exits import evaluate_exits
 
     if fmt not in FORMATS:
         return _error(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -140,7 +140,7 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
             opened.append((str(path), ds, adm))
         from ...progress import stages
 
-        with dask.config.set(scheduler="threads"), stages("depthtraj exits") as status:
+        with scheduler(scheduler_spec), stages("depthtraj exits") as status:
             for path, ds, adm in opened:
                 status.update(f"{path}: every rule at every threshold on held-out folds (two passes)")
                 if adm is not None and adm.n_incomplete:
