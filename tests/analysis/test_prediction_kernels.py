@@ -193,6 +193,10 @@ def test_distinct_columns(monkeypatch):
     assert first.tolist() == [0, 1, 3, 4, 6, 8] and len(np.unique(X, axis=1).T) == len(first)
     W = poisson_weights(rng.integers(0, 2**63, 64, dtype=np.uint64), 300, 1)
     assert np.array_equal((W @ X[:, first].astype(np.float32))[:, inverse], W.astype(np.float64) @ X)
+    acc = rng.standard_normal((300, X.shape[1]))
+    want = acc + (W @ X[:, first].astype(np.float32))[:, inverse]
+    K_.add_columns(acc, W @ X[:, first].astype(np.float32), inverse)
+    assert np.array_equal(acc, want)
     monkeypatch.setattr(E, "_column_hash", lambda X: np.zeros(X.shape[1]))
     first, inverse = E.distinct_columns(X)
     assert first.tolist() == list(range(X.shape[1])) and inverse.tolist() == list(range(X.shape[1]))

@@ -554,7 +554,7 @@ def _cell_sums(X, codes, keys, draws: int, seed: int, sums, boot, *, exponent: i
         if W is None:
             continue
         if exact:
-            boot[g] += (W[:, a:b] @ X32[a:b])[:, inverse]
+            kernels.add_columns(boot[g], W[:, a:b] @ X32[a:b], inverse)
         else:
             boot[g] += W[:, a:b].astype(np.float64) @ X[a:b]
 

@@ -414,3 +414,13 @@ def is_dyadic(X, scale):
         if y != math.floor(y):
             return False
     return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def add_columns(acc, prod, inverse):
+    """``acc[:, j] += prod[:, inverse[j]]`` (``acc`` float64 ``[draw, column]``, ``prod`` the
+    product over the distinct columns): pass 2's exact product scattered back without a
+    temporary; each entry takes the one addition ``acc += prod[:, inverse]`` would."""
+    for d in range(acc.shape[0]):
+        for j in range(acc.shape[1]):
+            acc[d, j] += np.float64(prod[d, inverse[j]])
