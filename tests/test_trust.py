@@ -377,3 +377,26 @@ def test_a_layer_store_is_never_read_silently_as_a_recurrence(tmp_path):
             assert "tuned lens" in said[0] and "§7's σ is the residual stream's step" in said[0]
             r = CliRunner().invoke(app, ["analyze", str(store), "--sections", "3", "--bootstrap", "10"])
             assert r.exit_code == 0 and "depth is layer t" in r.stderr
+
+
+def test_batched_reads_still_name_each_damaged_chunk(tmp_path):
+    """The data rules read many stored chunks at once, and admission decodes slabs of chunks:
+    a damaged chunk inside a batch is still named, and every other chunk of the batch is still
+    checked (a bad label three chunks away is still found)."""
+    from depthtraj.testing import synthetic_store
+    from depthtraj.validate import validate_store
+
+    store = synthetic_store(tmp_path / "s.zarr", 64, endpoint=4, chunk_size=8)
+    _set_values(store, "label", 40, 9)  # chunk 5: DT-DATA-006
+    with open(f"{store}/label/c/1", "wb") as h:  # chunk 1: undecodable
+        h.write(b"not a chunk")
+    report = validate_store(store)
+    found = {(f.rule, f.path) for f in report.findings}
+    assert ("DT-DATA-013", "label.chunks[1]") in found
+    assert any(rule == "DT-DATA-006" and "q=40" in path for rule, path in found)
+    for name in ("subject", "seed"):
+        fresh = synthetic_store(tmp_path / f"{name}.zarr", 64, endpoint=4, chunk_size=8)
+        with open(f"{fresh}/{name}/c/6", "wb") as h:
+            h.write(b"not a chunk")
+        with pytest.raises(UntrustedStore, match=rf"array '{name}' chunk \(6,\) \(questions 48\.\.55\)"):
+            admit(fresh)

@@ -151,6 +151,34 @@ def missing_chunks(array, name: str, *, rows: np.ndarray | None = None) -> list[
     return out
 
 
+#: Stored chunks along the first axis read together by :func:`undecodable_chunks` (rows and bytes).
+SLAB_ROWS = 65536
+SLAB_BYTES = 64 * 2**20
+
+
+def _sound_slabs(array, shape, grid, questions) -> set[int]:
+    """Chunk rows (indices along the first axis) of an array chunked along its first axis only
+    that decode: read a slab of consecutive chunk rows at once (up to :data:`SLAB_ROWS` rows and
+    :data:`SLAB_BYTES`), so a sound array takes a few reads, not one per chunk. A slab that fails
+    to read is left to the chunk-by-chunk decoding, which names the chunk."""
+    if not array.ndim or any(g != 1 for g in grid[1:]) or not shape[0]:
+        return set()
+    per_row = int(np.prod(array.shape[1:], dtype=np.int64)) * max(1, array.dtype.itemsize)
+    step = max(1, min(SLAB_ROWS // shape[0], SLAB_BYTES // max(1, shape[0] * per_row)))
+    lo, hi = 0, grid[0]
+    if questions is not None:
+        lo, hi = questions[0] // shape[0], min(grid[0], -(-questions[1] // shape[0]))
+    sound: set[int] = set()
+    for first in range(lo, hi, step):
+        last = min(hi, first + step)
+        try:
+            array[first * shape[0]:min(array.shape[0], last * shape[0])]
+        except Exception:  # noqa: BLE001 - every codec raises its own type; decoded one by one
+            continue
+        sound.update(range(first, last))
+    return sound
+
+
 def undecodable_chunks(array, name: str, *, first_only: bool = False,
                        questions: tuple[int, int] | None = None) -> list[ChunkProblem]:
     """Stored chunks of ``array`` that cannot be decoded to its shape and dtype, in grid order.
@@ -162,8 +190,11 @@ def undecodable_chunks(array, name: str, *, first_only: bool = False,
     present = stored_chunks(array)
     shape, grid = chunk_grid(array)
     out = []
+    sound = _sound_slabs(array, shape, grid, questions)
     for idx in itertools.product(*(range(g) for g in grid)):
         if present is not None and idx not in present:
+            continue
+        if idx[0] in sound:
             continue
         q = _question_range(array, idx)
         if questions is not None and q is not None and not (q[0] < questions[1] and q[1] > questions[0]):

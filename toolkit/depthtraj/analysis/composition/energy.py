@@ -1100,8 +1100,8 @@ def cell_statistics(summary, statistics: Mapping[str, tuple[str, ...]] = CELL_ST
     from ..core.cells import cell_labels
 
     base = {n: r for n, r in statistics.items() if r[0] in ("mean", "sum", "ratio")}
-    out = cell_values(summary, base, by=by)
     names, codes = cell_labels(summary, by)
+    out = cell_values(summary, base, by=by, labels=(names, codes))
     onehot = xr.DataArray((codes[:, None] == np.arange(len(names))[None, :]), dims=(L.QUESTION, by),
                           coords={by: names})
     for name, rule in statistics.items():

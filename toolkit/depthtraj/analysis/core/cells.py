@@ -114,7 +114,8 @@ def group_sums(X, codes, n_groups):
 
 
 
-def cell_values(summary, statistics: Mapping[str, tuple[str, ...]], *, by: str = "task"):
+def cell_values(summary, statistics: Mapping[str, tuple[str, ...]], *, by: str = "task",
+                labels: tuple[list[str], np.ndarray] | None = None):
     """Cell values from per-question summaries, as a statistics table prescribes (lazy).
 
     ``summary`` has a ``question`` dim (plus any others, e.g. precision, depth) and, ideally,
@@ -123,7 +124,8 @@ def cell_values(summary, statistics: Mapping[str, tuple[str, ...]], *, by: str =
     ``("ratio", num, den)`` (e.g. :data:`depthtraj.analysis.dynamics.correctness.CELL_STATISTICS` or
     :data:`depthtraj.analysis.dynamics.CELL_STATISTICS`); entries whose variables are absent
     from ``summary`` are skipped. NaN questions are left out (for a ratio, questions where
-    either variable is NaN); a mean or ratio over no question is NaN.
+    either variable is NaN); a mean or ratio over no question is NaN. ``labels``: the cells of
+    :func:`cell_labels` when the caller has them (they read the whole ``by`` coordinate).
 
     Returns
     -------
@@ -137,8 +139,7 @@ def cell_values(summary, statistics: Mapping[str, tuple[str, ...]], *, by: str =
     """
     import xarray as xr
 
-
-    names, codes = cell_labels(summary, by)
+    names, codes = labels if labels is not None else cell_labels(summary, by)
     onehot = xr.DataArray(
         (codes[:, None] == np.arange(len(names))[None, :]).astype(np.float64),
         dims=(L.QUESTION, by), coords={by: names},
