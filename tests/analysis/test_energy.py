@@ -338,7 +338,7 @@ def test_lazy_until_computed(small_store):
 
 
 # ----------------------------------------------------------------------------------------------
-# one compute for several collections, and the vocabulary check beside the engine's pass
+# one compute for several collections
 # ----------------------------------------------------------------------------------------------
 def test_compute_together_keeps_every_result_in_its_slot(small_store):
     """dask 2026.8 hands interleaved collection kinds (Delayed, array, Delayed) back in grouped
@@ -365,22 +365,3 @@ def test_compute_together_keeps_every_result_in_its_slot(small_store):
     # containers are traversed, as dask.compute does
     (d, (a, p), x), = [compute_together(objs["D"], (objs["A"], 3), [objs["X"]])]
     assert d == "D" and int(a) == 115 and p == 3 and float(x[0]) == float(ds["logsumexp"].max())
-
-
-def test_vocabulary_table_beside_the_pass_equals_its_own_pass(small_store, monkeypatch):
-    """The vocabulary check computed in the engine's compute (a companion) gives the table of
-    its own compute, to the bit."""
-    from depthtraj.analysis import engine
-    from depthtraj.analysis.core.grid import Grid
-
-    ds = xr.open_zarr(small_store)
-    grid = [Grid("q", (2, 4, 6), 8)]
-
-    def table():
-        (an,) = engine.analyze_store(ds, grid, store="s", draws=0, sections=frozenset({6}))
-        return an.tables["vocabulary"].rows
-
-    beside = table()
-    monkeypatch.delitem(engine._COMPANIONS, "sensitivity.vocabulary")
-    alone = table()
-    assert beside == alone and len(beside) > 0

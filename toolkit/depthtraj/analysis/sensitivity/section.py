@@ -4,20 +4,10 @@ comparisons across readouts (``pd:tab:format``, ``pd:app:tab:text-variants``).""
 
 from __future__ import annotations
 
-from ..engine import (
-    ComparisonSpec,
-    Contribution,
-    FigureSpec,
-    PassPart,
-    Plan,
-    TableSpec,
-    columns_of,
-    companion,
-    register,
-)
+from ..engine import ComparisonSpec, Contribution, FigureSpec, PassPart, Plan, TableSpec, columns_of, register
 from . import figures as F6
 from . import tables as T6
-from .scale import DEFAULT_ALPHAS, centre_residual_kernel, check_alphas
+from .scale import DEFAULT_ALPHAS, check_alphas, centre_residual_kernel
 
 __all__ = ["SCALE_PART", "SCALE_SUM"]
 
@@ -76,38 +66,16 @@ def _tokens(ctx):
     return T6.token_table(cells, T=ctx.T, **ctx.kw4)
 
 
-def _vocabulary_cells(ds, *, T, coord):
-    """The lazy cell maxima of ``pd:eq:vocabulary-invariance`` (dims ``coord``, precision)."""
+def _vocabulary(ctx):
     from ..composition.energy import CELL_STATISTICS, cell_statistics, vocabulary_invariance
 
-    summ = vocabulary_invariance(ds, endpoint=T)
-    rules = {n: CELL_STATISTICS[n] for n in ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")}
-    return cell_statistics(summ, rules, by=coord)
-
-
-def _vocabulary_companion(*, ds, score, T, draws, seed, by, sections, options):
-    """The vocabulary check's pass (it reads ``logsumexp`` beside ``score``) as an engine
-    companion (:func:`~..engine.companion`): computed in the engine's ``dask.compute``, so the
-    score chunks are read once for both and the cores share the tasks."""
-    from ... import layout as L
-
-    upto = [t for t in (int(x) for x in score[L.DEPTH].values) if t <= T]
-    if 6 not in sections or len(upto) < 2 or "logsumexp" not in ds.variables:
-        return None
-    return {f"sensitivity.vocabulary.{T}": _vocabulary_cells(ds, T=T, coord=by)}
-
-
-def _vocabulary(ctx):
     if _two_depths(ctx):
         return _two_depths(ctx)
     if "logsumexp" not in ctx.ds.variables:
         return "needs the optional logsumexp variable"
-    cells = ctx.cache.get(f"sensitivity.vocabulary.{ctx.T}")
-    if cells is None:  # not computed beside the pass
-        cells = _vocabulary_cells(ctx.ds, T=ctx.T, coord=ctx.coord).compute()
-    if ctx.coord != ctx.by and ctx.coord in cells.dims:
-        cells = cells.rename({ctx.coord: ctx.by})
-    return T6.vocabulary_table(cells, T=ctx.T, **ctx.kw4)
+    summ = vocabulary_invariance(ctx.ds, endpoint=ctx.T)
+    rules = {n: CELL_STATISTICS[n] for n in ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")}
+    return T6.vocabulary_table(_lazy_cells(ctx, cell_statistics(summ, rules, by=ctx.coord)), T=ctx.T, **ctx.kw4)
 
 
 def _scale_check(ctx):
@@ -214,7 +182,6 @@ def _text_variants(jobs, analyses, *, norms, text, by, draws, seed, level, **_):
     return [text_variants_table(analyses, xi=xi)], []
 
 
-companion("sensitivity.vocabulary", _vocabulary_companion)
 register(
     SCALE_PART,
     TableSpec("scale", 6, _scale, ("scale",),
