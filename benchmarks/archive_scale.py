@@ -7,6 +7,10 @@ fresh process, measured in turns (read, analyze, …, then again) so a noisy mac
 alike; the table gives medians and ratios to the read of the same run:
 
 * ``read``: every ``score`` and ``label`` chunk read once (xarray + dask, threads);
+* ``bootstrap floor``: the bootstrap arithmetic §3–6 cannot avoid while its numbers stay the
+  same: each 1,024 questions' Poisson(1) weights of 2,000 draws and their float32 product with
+  as many per-question columns as the engine's pass bootstraps on this store, on every core,
+  nothing read (the current tree only);
 * ``analyze §3–6``: ``depthtraj analyze STORE -f json``;
 * ``analyze §3–7``: ``depthtraj analyze STORE --sections 3,4,5,6,7 -f json``;
 * ``exits``: ``depthtraj exits STORE --out DIR``;
@@ -53,6 +57,34 @@ dask.compute(ds["score"].sum(), ds["label"].sum(), scheduler="threads")
 """
 
 
+#: The bootstrap arithmetic §3–6 cannot avoid with the same numbers: for every 1,024 questions,
+#: their Poisson(1) weights of 2,000 draws and the float32 product with the engine's per-question
+#: bootstrap columns (as many as the pass has for this store), on every core, nothing read.
+_FLOOR = """
+import os, sys, numpy as np, xarray as xr
+from concurrent.futures import ThreadPoolExecutor
+from threadpoolctl import threadpool_limits
+from depthtraj.analysis import engine
+from depthtraj.analysis.core.bootstrap import poisson_weights
+from depthtraj.analysis.core.data import score_of
+from depthtraj.analysis.core.grid import parse_grid
+ds = xr.open_zarr(sys.argv[1], consolidated=True)
+score = score_of(ds)
+T = int(score["depth"].values[-1])
+grids = [parse_grid(g, [int(t) for t in score["depth"].values], T) for g in ("quarter", "native")]
+_, meta = engine.store_pass(score, grids, draws=2000)
+width = sum(int(np.prod(shape)) for plan in meta["plans"] for shape in plan.boot.values())
+n = score.sizes["question"]
+X = np.random.default_rng(0).standard_normal((1024, width)).astype(np.float32)
+def block(start):
+    W = poisson_weights(np.arange(start, min(n, start + 1024), dtype=np.uint64), 2000, 0)
+    return float((W @ X[: W.shape[1]]).sum(dtype=np.float64))
+with threadpool_limits(1), ThreadPoolExecutor(os.cpu_count()) as pool:
+    sum(pool.map(block, range(0, n, 1024)))
+print(width, file=sys.stderr)
+"""
+
+
 def _make(path: Path, n: int) -> None:
     from depthtraj.testing import synthetic_store
 
@@ -94,6 +126,7 @@ def _commands(store: Path, scratch: Path, workers: list[int], tree: Path | None 
     tenv = _tree_env(tree)
     cmds = {
         "read": ([sys.executable, "-c", _READ, str(store)], {}),
+        "bootstrap floor": ([sys.executable, "-c", _FLOOR, str(store)], {}),
         "analyze §3–6": ([*dt, "analyze", str(store), "-f", "json"], tenv),
         "analyze §3–7": ([*dt, "analyze", str(store), "--sections", "3,4,5,6,7", "-f", "json"], tenv),
         "exits": ([*dt, "exits", str(store), "--out", str(scratch / "exits"), "--overwrite"], tenv),
@@ -172,6 +205,7 @@ def main(argv: list[str]) -> int:
                     mine = {k: v for k, v in mine.items() if k == "read" or k in keep}
                 if label == "before":
                     mine.pop("read")  # one read: the same bytes whichever tree
+                    mine.pop("bootstrap floor", None)  # the current tree's arithmetic only
                 cmds.update({(label, k): v for k, v in mine.items()})
             runs: dict = {k: [] for k in cmds}
             for _ in range(args.repeats):
