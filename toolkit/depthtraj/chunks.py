@@ -153,7 +153,7 @@ def missing_chunks(array, name: str, *, rows: np.ndarray | None = None) -> list[
 
 #: Stored chunks along the first axis read together by :func:`undecodable_chunks` (rows and bytes).
 SLAB_ROWS = 65536
-SLAB_BYTES = 64 * 2**20
+SLAB_BYTES = 4 * 2**20
 
 
 def _sound_slabs(array, shape, grid, questions) -> set[int]:
@@ -183,7 +183,9 @@ def undecodable_chunks(array, name: str, *, first_only: bool = False,
                        questions: tuple[int, int] | None = None) -> list[ChunkProblem]:
     """Stored chunks of ``array`` that cannot be decoded to its shape and dtype, in grid order.
 
-    Decodes one chunk at a time (memory bounded by one chunk); absent chunks are not read
+    Decodes one chunk at a time (memory bounded by one chunk), after a first read of whole slabs
+    of chunks of an array chunked along its first axis only (at most :data:`SLAB_BYTES`): a
+    sound slab is not decoded again. Absent chunks are not read
     (they are :func:`missing_chunks`' business). With ``first_only`` it stops at the first;
     with ``questions = (start, stop)`` it looks only at chunks covering some of those questions.
     """

@@ -24,6 +24,7 @@ from .core.bootstrap import DEFAULT_DRAWS
 from .core.data import model_name, open_admitted
 from .core.grid import Grid, parse_grid, resolve_endpoint
 from .core.inputs import BY, normalized_score, parse_selections, readout_info, select_questions
+from .core.scheduler import scheduler
 from .core.tables import json_document, render_csv, render_rich, write_out
 from .sections import load as load_sections
 
@@ -67,40 +68,6 @@ def _progress():
 
         return ProgressBar(minimum=2.0, out=sys.stderr)
     return contextlib.nullcontext()
-
-
-@contextlib.contextmanager
-def scheduler(spec: str | None):
-    """Run dask work on ``spec``: ``threads`` (default), ``processes``, ``synchronous``, or a
-    dask.distributed scheduler address (``tcp://host:8786``; needs ``depthtraj[distributed]``).
-
-    Raises
-    ------
-    ValueError
-        for an unknown name, a missing dask.distributed, or an unreachable address.
-    """
-    import dask
-
-    spec = (spec or "threads").strip()
-    if spec in ("threads", "processes", "synchronous"):
-        with dask.config.set(scheduler=spec):
-            yield
-        return
-    if "://" not in spec and ":" not in spec:
-        raise ValueError(f"--scheduler must be threads, processes, synchronous or a scheduler address, got {spec!r}")
-    try:
-        from distributed import Client
-    except ImportError:
-        raise ValueError("--scheduler ADDRESS needs dask.distributed: pip install 'depthtraj[distributed]'") from None
-    try:
-        client = Client(spec, timeout=dask.config.get("distributed.comm.timeouts.connect", "10s"), set_as_default=False)
-    except (OSError, TimeoutError) as exc:
-        raise ValueError(f"--scheduler {spec}: cannot connect ({type(exc).__name__}: {exc})") from None
-    try:
-        with dask.config.set(scheduler=client.get):
-            yield
-    finally:
-        client.close()
 
 
 def _normalizations(spec) -> list[str | None]:

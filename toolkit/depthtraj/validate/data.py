@@ -1,11 +1,8 @@
 """Data-level checks (``DT-DATA-*``): the values, read chunk by chunk along ``question``.
 
-The store is read a batch of whole question chunks at a time (the chunk size of ``score``; up to
-:data:`BATCH_ROWS` questions and :data:`BATCH_BYTES` bytes, so zarr reads a batch's chunks
-concurrently): every array with a ``question`` dim is read for the questions of that batch only,
-so memory is bounded by the batch size, never by the store size. A batch with a missing or
-undecodable chunk is checked chunk by chunk instead, so each finding names its stored chunk and
-the rules still read every other chunk of that array. Questions whose ``complete`` is false are skipped by every rule
+The store is read one question chunk at a time (the chunk size of ``score``): every array with a
+``question`` dim is read for the questions of that chunk only, so memory is bounded by the chunk
+size, never by the store size. Questions whose ``complete`` is false are skipped by every rule
 but ``DT-DATA-010``; questions whose ``n_candidates`` breaks ``DT-DATA-005`` are skipped by the
 rules that depend on it. Arrays that failed a structure rule (``Context.ok``) are not read.
 
@@ -35,11 +32,6 @@ FIRST_TOL = 1e-5
 RTOL, ATOL = 1e-5, 1e-6
 
 _SCORE_LIKE = ("score", "logprob_sum", "logprob_first")
-
-
-#: The most questions and bytes (of every array the data level reads, together) read at once.
-BATCH_ROWS = 65536
-BATCH_BYTES = 64 * 2**20
 
 
 def _read(ctx: Context, name: str, start: int, stop: int) -> np.ndarray:
@@ -125,21 +117,9 @@ def check_data(ctx: Context, col: Collector) -> None:
     gaps = _missing(ctx, col)
     per_question = [name for name in sorted(ctx.ok) if ctx.arrays[name].dims
                     and ctx.arrays[name].dims[0] == L.QUESTION and name not in (L.QUESTION, "complete")]
-    reads = [name for name in ("complete", *per_question) if name in ctx.ok]
-    batch = _batch_rows(ctx, reads, step)
-    spans = []
-    for first in range(0, n, batch):
-        last = min(n, first + batch)
-        pre = _prefetch(ctx, reads, first, last, gaps) if batch > step else None
-        if pre is not None:
-            spans.append((first, last, pre))
-        else:  # chunk by chunk (a missing or undecodable chunk is reported where it is)
-            spans += [(a, min(last, a + step), None) for a in range(first, last, step)]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        for start, stop, pre in spans:
-            ch = _Chunk(ctx, labels, start, stop)
-            if pre is not None:
-                ch._raw.update(pre)
+        for start in range(0, n, step):
+            ch = _Chunk(ctx, labels, start, min(n, start + step))
             for name, ranges in gaps.items():  # a missing chunk is reported once, as DT-DATA-013
                 if any(a < ch.stop and b > ch.start for a, b in ranges):
                     ch.ok.discard(name)
@@ -160,25 +140,6 @@ def check_data(ctx: Context, col: Collector) -> None:
             f"{n_incomplete} of {n} questions are incomplete (complete is false) and were not "
             f"checked: {format_ids(incomplete, n_incomplete)}",
         )
-
-
-def _batch_rows(ctx: Context, names, step: int) -> int:
-    """Questions per batch: a whole number of ``step`` chunks, within :data:`BATCH_ROWS` and
-    :data:`BATCH_BYTES` for the arrays ``names`` together."""
-    per_question = sum(int(np.prod(ctx.arrays[name].shape[1:], dtype=np.int64))
-                       * max(1, ctx.arrays[name].array.dtype.itemsize) for name in names)
-    return step * max(1, min(BATCH_ROWS // step, BATCH_BYTES // max(1, step * per_question)))
-
-
-def _prefetch(ctx: Context, names, start: int, stop: int, gaps) -> dict[str, np.ndarray] | None:
-    """The arrays ``names`` for questions ``start:stop`` read at once, or None when one of them
-    has a missing chunk there or fails to read (the batch is then checked chunk by chunk)."""
-    if any(a < stop and b > start for ranges in gaps.values() for a, b in ranges):
-        return None
-    try:
-        return {name: _read(ctx, name, start, stop) for name in names}
-    except Exception:  # noqa: BLE001 - every codec raises its own type; reported chunk by chunk
-        return None
 
 
 def _undecodable(ctx: Context, col: Collector, name: str, start: int, stop: int, exc: BaseException) -> None:

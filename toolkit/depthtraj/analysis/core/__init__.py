@@ -9,6 +9,7 @@
   cells and per-cell sums;
 * :mod:`.elementary`: branch-free compiled exp/log;
 * :mod:`.bootstrap`: the paired whole-question Poisson bootstrap;
+* :mod:`.scheduler`: the dask scheduler of a command (``--scheduler``);
 * :mod:`.tables`: tables and their renderers.
 
 Nothing here imports a section (:mod:`depthtraj.analysis.geometry`, ...) or the engine.

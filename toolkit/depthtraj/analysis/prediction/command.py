@@ -107,17 +107,17 @@ def run_exits(stores, *, out: Path | None = None, target: float = 0.025, delta: 
               endpoint: int | None = None, fmt: str = "table", allow_defects: bool = False,
               overwrite: bool = False, scheduler_spec: str | None = None) -> int:
     """The ``exits`` command; returns the exit code (0 done, 2 user error). ``scheduler_spec``:
-    the dask scheduler of the two passes (:func:`~depthtraj.analysis.cli.scheduler`: threads by
+    the dask scheduler of the two passes (:func:`~depthtraj.analysis.core.scheduler.scheduler`: threads by
     default, processes, synchronous or a dask.distributed address); the bytes do not depend on it."""
     from ...store import StoreError
     from ...trust import defect_line, unique_defects
+    from ..core.bootstrap import check_counts
     from ..core.data import model_name, open_admitted, score_of
     from ..core.grid import Grid, format_depths
     from ..core.inputs import readout_info
+    from ..core.scheduler import scheduler
     from ..core.tables import Analysis, render_rich, small_population_note, table_csv
     from . import tables as T7
-    from ..cli import scheduler
-    from ..core.bootstrap import check_counts
     from .exits import evaluate_exits
 
     if fmt not in FORMATS:
