@@ -379,10 +379,10 @@ def test_a_layer_store_is_never_read_silently_as_a_recurrence(tmp_path):
             assert r.exit_code == 0 and "depth is layer t" in r.stderr
 
 
-def test_batched_reads_still_name_each_damaged_chunk(tmp_path):
-    """The data rules read many stored chunks at once, and admission decodes slabs of chunks:
-    a damaged chunk inside a batch is still named, and every other chunk of the batch is still
-    checked (a bad label three chunks away is still found)."""
+def test_a_damaged_chunk_is_named_and_the_others_still_checked(tmp_path):
+    """``validate`` names a damaged label chunk and still finds a bad label four chunks away;
+    admission decodes ``subject`` and ``seed`` in slabs of chunks, and a damaged chunk inside a
+    slab is still named with its questions."""
     from depthtraj.testing import synthetic_store
     from depthtraj.validate import validate_store
 
