@@ -358,7 +358,7 @@ def test_compute_together_keeps_every_result_in_its_slot(small_store):
             return "X"
         return {"D": "D", ("E", 1): "E", 115: "A", 7: "P"}[v if not isinstance(v, np.generic) else int(v)]
 
-    for n in (2, 3, 4):
+    for n in (2, 3):  # three are enough to interleave kinds
         for combo in itertools.product(objs, repeat=n):
             got = compute_together(*[objs[c] for c in combo])
             assert "".join(name(v) for v in got) == "".join(combo), combo
