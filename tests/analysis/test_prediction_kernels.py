@@ -197,7 +197,9 @@ def test_distinct_columns(monkeypatch):
     want = acc + (W @ X[:, first].astype(np.float32))[:, inverse]
     K_.add_columns(acc, W @ X[:, first].astype(np.float32), inverse)
     assert np.array_equal(acc, want)
-    monkeypatch.setattr(E, "_column_hash", lambda X: np.zeros(X.shape[1]))
+    from depthtraj.analysis.core import bootstrap as B
+
+    monkeypatch.setattr(B, "_column_hash", lambda X: np.zeros(X.shape[1]))
     first, inverse = E.distinct_columns(X)
     assert first.tolist() == list(range(X.shape[1])) and inverse.tolist() == list(range(X.shape[1]))
     assert [len(a) for a in E.distinct_columns(np.zeros((0, 3)))] == [3, 3]

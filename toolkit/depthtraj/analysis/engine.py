@@ -41,7 +41,13 @@ from typing import Any
 import numpy as np
 
 from .. import layout as L
-from .core.bootstrap import DEFAULT_DRAWS, one_blas_thread, poisson_weights, question_keys
+from .core.bootstrap import (
+    DEFAULT_DRAWS,
+    distinct_columns,
+    one_blas_thread,
+    poisson_weights,
+    question_keys,
+)
 from .core.cells import compute_together, group_sums
 from .core.data import model_name, score_of
 from .core.grid import Grid
@@ -558,15 +564,15 @@ def count_product(W, V) -> np.ndarray:
 
     Every partial sum is an integer below 2^24 (at most :data:`MAX_WEIGHT` per question), so
     the float32 product is exact in any order: identical columns of ``V`` are multiplied once
-    (all columns finite, as usual: one row sum of ``W``), and the result is the same number as
-    the full product. Above 2^24 / MAX_WEIGHT questions it is the full product."""
+    (:func:`~.core.bootstrap.distinct_columns`; all columns finite, as usual: one row sum of
+    ``W``), and the result is the same number as the full product. Above 2^24 / MAX_WEIGHT questions it is the full product."""
     q = V.shape[0]
     if q * MAX_WEIGHT >= 2 ** 24:
         return W @ V.astype(np.float32)
     if V.all():
         return np.broadcast_to(W.sum(axis=1, dtype=np.float32)[:, None], (W.shape[0], V.shape[1]))
-    _, first, inverse = np.unique(np.packbits(V, axis=0).T, axis=0, return_index=True, return_inverse=True)
-    return (W @ V[:, first].astype(np.float32))[:, inverse.ravel()]
+    first, inverse = distinct_columns(V)
+    return (W @ V[:, first].astype(np.float32))[:, inverse]
 
 
 def _merge(a, b):

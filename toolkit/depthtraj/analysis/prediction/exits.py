@@ -69,6 +69,7 @@ from ... import layout as L
 from ..core.bootstrap import (
     DEFAULT_DRAWS,
     check_counts,
+    distinct_columns,
     one_blas_thread,
     percentile_interval,
     poisson_weights,
@@ -557,33 +558,6 @@ def _cell_sums(X, codes, keys, draws: int, seed: int, sums, boot, *, exponent: i
             kernels.add_columns(boot[g], W[:, a:b] @ X32[a:b], inverse)
         else:
             boot[g] += W[:, a:b].astype(np.float64) @ X[a:b]
-
-
-def _column_hash(X) -> np.ndarray:
-    """A random projection of each column of ``X`` ``[row, column]`` (fixed seed)."""
-    return np.random.default_rng(0x5EED).standard_normal(X.shape[0]) @ X
-
-
-def distinct_columns(X) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct columns of a finite ``X`` ``[row, column]``: ``(first, inverse)`` with
-    ``X[:, first[inverse]] == X`` exactly, ``first`` each distinct column's first position, in
-    order. Columns are grouped by a random projection and every grouped column is compared
-    entry by entry with its representative; a block where the projection merged two different
-    columns (never seen: it would take a measure-zero coincidence) keeps every column."""
-    n, c = X.shape
-    if c == 0 or n == 0:
-        return np.arange(c), np.arange(c)
-    h = _column_hash(X)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    order = np.argsort(first, kind="stable")  # representatives in order of first appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    first, inverse = first[order], rank[inverse]
-    moved = np.nonzero(first[inverse] != np.arange(c))[0]
-    if len(moved) and not np.array_equal(X[:, moved], X[:, first[inverse[moved]]]):
-        return np.arange(c), np.arange(c)
-    return first, inverse
 
 
 def _exact_in_float32(X, W) -> bool:
