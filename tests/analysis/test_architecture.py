@@ -58,7 +58,7 @@ def test_every_section_registers_its_tables():
 
     load()
     assert set(engine.section_tables()) == {3, 4, 5, 6, 7}
-    assert {p.name for p in engine.parts()} == {"geometry", "dynamics", "energy", "marginal", "scale"}
+    assert {p.name for p in engine.parts()} == {"geometry", "dynamics", "energy", "marginal", "scale", "vocabulary"}
 
 
 def test_old_paths_warn_and_serve_the_new_modules():

@@ -295,6 +295,51 @@ def test_vocabulary_invariance(small_store):
     assert float(v64["contrast_gap"].max()) == 0.0 and float(v64["osc_gap"].max()) == 0.0
 
 
+@pytest.mark.parametrize("by", ["task", "subject"])
+def test_vocabulary_cells_of_the_pass_are_the_library_maxima(small_store, by):
+    """The engine's vocabulary part (cell maxima merged across chunks by fmax) gives the very
+    numbers of the library path, vocabulary_invariance then cell_statistics' max rules, whatever
+    the chunking; a question with no finite score leaves no value, a cell of such questions NaN."""
+    from depthtraj.analysis import score_of
+    from depthtraj.analysis.core.grid import parse_grid
+    from depthtraj.analysis.engine import finish_pass, store_pass
+
+    ds = xr.open_zarr(small_store)
+    s = ds["score"].values.copy()
+    s[:3] = np.nan  # three questions without a value at all
+    ds = ds.assign(score=(ds["score"].dims, s)).chunk({"question": 16})
+    if by == "subject":  # the first three questions alone in their cell
+        ds = ds.assign_coords(subject=("question", np.array(["void" if i < 3 else str(v) for i, v in enumerate(ds["subject"].values.tolist())], dtype=object)))
+    rules = {n: CELL_STATISTICS[n] for n in ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")}
+    want = cell_statistics(vocabulary_invariance(ds), rules, by=by).compute()
+    rec = [int(t) for t in ds["depth"].values]
+    for rows in (5, 16, 64):
+        score = score_of(ds).chunk({"question": rows})
+        d, meta = store_pass(score, [parse_grid("quarter", rec, rec[-1])], by=by, draws=0, ds=ds, vocabulary=True)
+        names, maxes = finish_pass(d.compute(), meta).extra["vocabulary"]
+        assert names == [str(c) for c in want[by].values]
+        for j, v in enumerate(rules):
+            np.testing.assert_array_equal(maxes[..., j], want[v].transpose(by, "precision").values, err_msg=v)
+    if by == "subject":
+        assert np.isnan(maxes[names.index("void")]).all()
+    # memory bound: each chunk task reads one block of logsumexp beside what a pass without the
+    # part reads, never the whole variable
+    from dask.core import get_dependencies
+
+    def deps(delayed):
+        graph = dict(delayed.__dask_graph__())
+        return sorted(len(get_dependencies(graph, k)) for k in graph if str(k).startswith("_chunk"))
+
+    score = score_of(ds).chunk({"question": 5})
+    grid = [parse_grid("quarter", rec, rec[-1])]
+    with_part, _ = store_pass(score, grid, by=by, draws=0, ds=ds, vocabulary=True)
+    bare, _ = store_pass(score, grid, by=by, draws=0, ds=ds, vocabulary=False)
+    assert deps(with_part) == [n + 1 for n in deps(bare)] and len(deps(bare)) == 13
+    # without the Dataset (a bare score) the part is left out
+    d, meta = store_pass(score_of(ds), [parse_grid("quarter", rec, rec[-1])], draws=0)
+    assert "vocabulary" not in finish_pass(d.compute(), meta).extra
+
+
 def test_scope_of_the_probability_interpretation(tmp_path):
     from depthtraj.testing import synthetic_store
 

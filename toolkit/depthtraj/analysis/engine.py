@@ -19,8 +19,12 @@ once to
 * **per-question summaries** (e.g. W_j of each grid and precision arm), which never leave the
   chunk: they are summed per cell, and, for the bootstrap, multiplied by the questions'
   Poisson(1) multiplicities of every draw (``[draws, questions] @ [questions, columns]``);
-* **sum-only summaries** and **cell arrays** (totals reported without intervals) and
-  **group arrays** (per marginal group: cell × ``within`` × K × A_q).
+* **sum-only summaries** and **cell arrays** (totals reported without intervals),
+  **cell maxima** (largest values per cell, NaN ignored) and **group arrays** (per marginal
+  group: cell × ``within`` × K × A_q).
+
+A part may read further store variables beside ``score`` (``Plan.arrays``, e.g. §6's
+``logsumexp``): they are read in the same question chunks, in the same task.
 
 Chunk results are added pairwise up a tree, so memory is bounded by a few chunks' results
 (``groups × draws × columns`` floats each), never by the number of questions.
@@ -35,7 +39,7 @@ store that share questions, and independent of chunking and scheduling.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -91,8 +95,9 @@ class PassRequest:
     """What a pass is asked for: the analysis ``score`` (question, depth, candidate,
     arrangement, precision), candidate ``grids`` sharing the endpoint ``T``, the ``recorded``
     depths, the ``union`` of the grids' depths with ``member`` ``[grid, union]`` bool, the
-    parts' ``options`` (``geometry=False``, ``windows=...``, ...) and the marginal groups'
-    further keys ``within``."""
+    parts' ``options`` (``geometry=False``, ``windows=...``, ...), the marginal groups'
+    further keys ``within`` and the store Dataset ``ds`` the score was taken from (None when
+    the pass was given a bare score; its other variables are what ``Plan.arrays`` may read)."""
 
     score: Any
     grids: list[Grid]
@@ -102,6 +107,7 @@ class PassRequest:
     member: np.ndarray
     options: dict
     within: tuple[str, ...] = ()
+    ds: Any = None
 
     def on(self, name: str, default: bool = True) -> bool:
         """The boolean option ``name`` (default ``default``)."""
@@ -122,9 +128,12 @@ class PassRequest:
 class Plan:
     """A part's plan for one pass: its ``params`` (passed to its chunk and block functions),
     the named per-question summaries it bootstraps (``boot``: name -> shape after question)
-    and only sums (``sums``), the number of cell and group arrays its blocks return, the
-    per-question columns it reads beside K and A_q (``columns``: ``'label'``; ``within``:
-    further marginal-group keys) and metadata for ``PassResult.extra`` (``extra``)."""
+    and only sums (``sums``), the number of cell, cell-maximum and group arrays its blocks
+    return, the per-question columns it reads beside K and A_q (``columns``: ``'label'``;
+    ``within``: further marginal-group keys), further store variables read chunk by chunk
+    beside the scores (``arrays``: name -> DataArray with ``question`` first, aligned with the
+    score; a block reads them as :meth:`Block.array`) and metadata for ``PassResult.extra``
+    (``extra``)."""
 
     part: PassPart
     params: dict = field(default_factory=dict)
@@ -135,6 +144,8 @@ class Plan:
     columns: frozenset[str] = frozenset()
     within: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict)
+    n_max: int = 0
+    arrays: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -142,20 +153,23 @@ class Contribution:
     """One part's results for one block: per-question columns to bootstrap (``boot``: ``[q,
     n]`` arrays in the plan's ``boot`` order), sum-only parts (``sums``: ``("q", [q, n])`` or
     ``("c", (sums, counts) [group, n])`` in the plan's ``sums`` order), cell arrays ``[group,
-    ...]`` and group arrays ``[marginal group, ...]``."""
+    ...]`` (added), cell maxima ``[group, ...]`` (float64, NaN where a cell has no value;
+    merged by ``np.fmax``) and group arrays ``[marginal group, ...]``."""
 
     boot: list = field(default_factory=list)
     sums: list = field(default_factory=list)
     cells: list = field(default_factory=list)
     groups: list = field(default_factory=list)
+    maxes: list = field(default_factory=list)
 
 
 @dataclass
 class Chunk:
     """One question chunk as the parts see it: scores ``s`` ``[q, depth, candidate,
     arrangement, precision]``, ``K``, ``A_used``, ``label`` (-1 unknown) ``[q]``, the
-    chunk's cells (``cells`` names, ``codes`` ``[q]``), marginal groups (``rows``, ``mcodes``)
-    and ``used`` ``[q, arrangement]``."""
+    chunk's cells (``cells`` names, ``codes`` ``[q]``), marginal groups (``rows``, ``mcodes``),
+    ``used`` ``[q, arrangement]`` and the plans' further store variables (``arrays``: name ->
+    ``[q, ...]``)."""
 
     s: np.ndarray
     K: np.ndarray
@@ -166,6 +180,7 @@ class Chunk:
     codes: np.ndarray
     mcodes: np.ndarray
     used: np.ndarray
+    arrays: dict = field(default_factory=dict)
 
     @property
     def n_groups(self) -> int:
@@ -213,6 +228,10 @@ class Block:
     def used(self):
         return self.chunk.used[self.sl]
 
+    def array(self, name: str) -> np.ndarray:
+        """The block's questions of the further store variable ``name`` (``Plan.arrays``)."""
+        return self.chunk.arrays[name][self.sl]
+
 
 def columns_of(x, m: int) -> np.ndarray:
     """``x`` ``[question, ...]`` as ``[question, column]`` (also for no question, where
@@ -243,7 +262,8 @@ class PassPart:
 class PartArrays:
     """A part's summed arrays after the pass: ``boot[name] = (sums, counts, boot_sums,
     boot_counts)`` shaped ``[group, *shape]`` / ``[group, draw, *shape]``, ``sums[name] =
-    (sums, counts)``, its cell arrays and group arrays, the cell names and the group rows."""
+    (sums, counts)``, its cell arrays and group arrays, the cell names, the group rows and its
+    cell maxima (NaN: no value in the cell)."""
 
     boot: dict
     sums: dict
@@ -251,6 +271,7 @@ class PartArrays:
     groups: list
     cell_names: list
     rows: list
+    maxes: list = field(default_factory=list)
 
 
 def default_finish(plan: Plan, arrays: PartArrays, res: PassResult) -> None:
@@ -441,14 +462,15 @@ def section_tables() -> dict[int, tuple[str, ...]]:
 # ----------------------------------------------------------------------------------------------
 # the pass
 # ----------------------------------------------------------------------------------------------
-def _chunk(block, cols, *, plans, draws, seed, sub):
-    """One question chunk -> ``(cells, group rows, by-cell arrays, by-group arrays)``.
+def _chunk(block, cols, arrays, *, plans, draws, seed, sub):
+    """One question chunk -> ``(cells, group rows, by-cell arrays, by-group arrays, cell maxima)``.
 
     ``cols`` are the chunk's per-question columns (:func:`~.core.questions.question_columns`):
-    K, A_q, label, ids and cell keys. Cells and marginal groups are the chunk's own (in order
-    of first appearance); :func:`_merge` adds chunk results by name. By-cell arrays: sums,
-    counts, boot sums, boot counts, sum-only sums and counts, then every part's cell arrays;
-    by-group arrays: every part's group arrays."""
+    K, A_q, label, ids and cell keys; ``arrays`` the chunk's blocks of the plans' further store
+    variables. Cells and marginal groups are the chunk's own (in order of first appearance);
+    :func:`_merge` adds chunk results by name. By-cell arrays: sums, counts, boot sums, boot
+    counts, sum-only sums and counts, then every part's cell arrays; by-group arrays: every
+    part's group arrays; cell maxima: every part's (merged by ``np.fmax``)."""
     from .core.questions import local_codes
 
     s = np.asarray(block)
@@ -460,7 +482,7 @@ def _chunk(block, cols, *, plans, draws, seed, sub):
     keys = question_keys(cols["id"]) if draws > 0 else np.zeros(len(K), np.uint64)
     used = np.arange(s.shape[3])[None, :] < A_used[:, None]
     chunk = Chunk(s=s, K=K, A_used=A_used, label=label, cells=cells, rows=rows, codes=codes, mcodes=mcodes,
-                  used=used)
+                  used=used, arrays={k: np.asarray(v) for k, v in arrays.items()})
     states = [p.part.chunk(p, chunk) if p.part.chunk is not None else None for p in plans]
     nq = s.shape[0]
     out = None
@@ -469,13 +491,14 @@ def _chunk(block, cols, *, plans, draws, seed, sub):
     for a in range(0, max(nq, 1), ROWS):
         blk = Block(chunk, slice(a, min(nq, a + ROWS)), {})
         m = blk.m
-        b_cols, s_parts, c_arrays, g_arrays = [], [], [], []
+        b_cols, s_parts, c_arrays, g_arrays, m_arrays = [], [], [], [], []
         for p, state in zip(plans, states):
             c = p.part.block(p, state, blk)
             b_cols += c.boot
             s_parts += c.sums
             c_arrays += c.cells
             g_arrays += c.groups
+            m_arrays += c.maxes
         if not b_cols:
             b_cols.append(np.zeros((m, 0)))
         if draws > 0:  # the bootstrap multiplies one [questions, columns] matrix
@@ -486,9 +509,14 @@ def _chunk(block, cols, *, plans, draws, seed, sub):
             r = (bs, bc, np.zeros((n_groups, 0, bs.shape[1])), np.zeros((n_groups, 0, bs.shape[1])))
         ss, sc = _sum_parts(s_parts, blk.codes, n_groups)
         r = (r + (ss, sc) + tuple(c_arrays), tuple(g_arrays))
-        out = r if out is None else tuple(tuple(x + y for x, y in zip(u, v)) for u, v in zip(out, r))
+        mx = tuple(np.asarray(x, dtype=np.float64) for x in m_arrays)
+        if out is None:
+            out, maxes = r, mx
+        else:
+            out = tuple(tuple(x + y for x, y in zip(u, v)) for u, v in zip(out, r))
+            maxes = tuple(np.fmax(x, y) for x, y in zip(maxes, mx))
     by_cell, by_group = out
-    return cells, rows, by_cell, by_group
+    return cells, rows, by_cell, by_group, maxes
 
 
 def _sum_parts(parts_, codes, n_groups):
@@ -576,22 +604,27 @@ def count_product(W, V) -> np.ndarray:
 
 
 def _merge(a, b):
-    """Two chunk results (:func:`_chunk`) added cell by cell and group by group, by name; the
-    union keeps ``a``'s order first, so an ordered tree keeps first appearance."""
+    """Two chunk results (:func:`_chunk`) added cell by cell and group by group, by name (cell
+    maxima: their ``np.fmax``); the union keeps ``a``'s order first, so an ordered tree keeps
+    first appearance."""
     from .core.questions import merge_keys
 
     out = []
-    for (ka, xa), (kb, xb) in (((a[0], a[2]), (b[0], b[2])), ((a[1], a[3]), (b[1], b[3]))):
+    for (ka, xa), (kb, xb), fill in (((a[0], a[2]), (b[0], b[2]), 0), ((a[1], a[3]), (b[1], b[3]), 0),
+                                     ((a[0], a[4]), (b[0], b[4]), np.nan)):
         keys, ib = merge_keys(ka, kb)
         arrays = []
         for x, y in zip(xa, xb):
-            z = np.zeros((len(keys),) + x.shape[1:], dtype=np.result_type(x, y))
+            z = np.full((len(keys),) + x.shape[1:], fill, dtype=np.result_type(x, y))
             z[:len(ka)] = x
-            z[ib] += y
+            if fill == 0:
+                z[ib] += y
+            else:
+                z[ib] = np.fmax(z[ib], y)
             arrays.append(z)
         out.append((keys, tuple(arrays)))
-    (cells, xs), (rows, gs) = out
-    return cells, rows, xs, gs
+    (cells, xs), (rows, gs), (_, ms) = out
+    return cells, rows, xs, gs, ms
 
 
 def _tree_sum(parts_):
@@ -605,7 +638,7 @@ def _tree_sum(parts_):
 
 
 def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequence[str] = ("subject",),
-               draws: int = DEFAULT_DRAWS, seed: int = 0, sub: int = 1024, **options):
+               draws: int = DEFAULT_DRAWS, seed: int = 0, sub: int = 1024, ds=None, **options):
     """The delayed pass over ``score`` (see the module docstring).
 
     Parameters
@@ -624,6 +657,10 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
         up the tree, cells and groups in order of first appearance.
     draws, seed
         bootstrap draws (0: none) and seed.
+    ds
+        the store Dataset ``score`` was taken from (question-aligned; optional): parts that
+        read further variables (§6's vocabulary check reads ``logsumexp``) take them from it,
+        and are left out without it.
     **options
         the registered parts' options (:func:`parts`): ``geometry`` (§3 W_j, ladder totals,
         D_j histogram), ``dynamics`` (§4 increments, promotion, permutation reference,
@@ -667,7 +704,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
     union = sorted({t for g in grids for t in g.depths})
     member = np.array([[t in g.depths for t in union] for g in grids], dtype=bool).reshape(len(grids), len(union))
     req = PassRequest(score=score, grids=grids, T=T, recorded=recorded, union=union, member=member,
-                      options=dict(options), within=tuple(within))
+                      options=dict(options), within=tuple(within), ds=ds)
     plans = [p for p in (part.plan(req) for part in parts()) if p is not None]
     wanted = {c for p in plans for c in p.columns}
     within_ = tuple(dict.fromkeys(w for p in plans for w in p.within))
@@ -676,15 +713,24 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
         cols.pop("id")  # bootstrap keys only
     if "label" not in wanted:
         cols.pop("label", None)
-    kw = dict(plans=plans, draws=int(draws), seed=int(seed), sub=int(sub))
+    # the tasks get the plans without their lazy arrays (dask would hand each task them whole)
+    kw = dict(plans=[replace(p, arrays={}) for p in plans], draws=int(draws), seed=int(seed), sub=int(sub))
     # pure=False: task keys need no hashing of the (chunk-sized) arguments
     run = dask.delayed(_chunk, pure=False)
     names = list(cols)
     col_blocks = [cols[n].to_delayed().ravel() for n in names]
-    chunks = [run(blk, dict(zip(names, cb)), **kw) for blk, *cb in zip(score.data.to_delayed().ravel(), *col_blocks)]
+    further = {}  # the plans' further store variables, in the score's question chunks
+    for p in plans:
+        for name, x in p.arrays.items():
+            further.setdefault(name, x.chunk({L.QUESTION: score.chunks[0], **{d: -1 for d in x.dims[1:]}}))
+    fnames = list(further)
+    f_blocks = [further[n].data.to_delayed().ravel() for n in fnames]
+    chunks = [run(blk, dict(zip(names, cb[:len(names)])), dict(zip(fnames, cb[len(names):])), **kw)
+              for blk, *cb in zip(score.data.to_delayed().ravel(), *col_blocks, *f_blocks)]
     if not chunks:  # no question: one empty chunk gives correctly shaped zeros
         empty = np.zeros((0,) + tuple(score.shape[1:]), dtype=score.dtype)
-        chunks.append(run(empty, {n: np.zeros(0, np.int64) for n in names}, **kw))
+        chunks.append(run(empty, {n: np.zeros(0, np.int64) for n in names},
+                          {n: np.zeros((0,) + further[n].shape[1:], further[n].dtype) for n in fnames}, **kw))
     meta = dict(plans=plans, grids=grids, endpoint=T, ladder_depths=union,
                 precision=[str(p) for p in score[L.PRECISION].values.tolist()], draws=int(draws), seed=int(seed))
     return _tree_sum(chunks), meta
@@ -693,7 +739,7 @@ def store_pass(score, grids: Sequence[Grid], *, by: str = "task", within: Sequen
 def finish_pass(values, meta) -> PassResult:
     """A :class:`PassResult` from the computed tuple of :func:`store_pass` and its metadata:
     every part's arrays are cut out of the summed ones and handed to its ``finish``."""
-    cells, rows, by_cell, by_group = values
+    cells, rows, by_cell, by_group, by_max = values
     sums, counts, boot_s, boot_c, ssum, scount, *cell_arrays = by_cell
     ng, nd = sums.shape[0], boot_s.shape[1]
     res = PassResult(
@@ -702,7 +748,7 @@ def finish_pass(values, meta) -> PassResult:
         ladder_depths=meta["ladder_depths"], precision=meta["precision"], grids=meta["grids"],
         endpoint=meta["endpoint"], draws=meta["draws"], seed=meta["seed"], hist=None, extra={"boot": {}, "sum": {}},
     )
-    bpos = spos = cpos = gpos = 0
+    bpos = spos = cpos = gpos = mpos = 0
     for plan in meta["plans"]:
         boot, summed = {}, {}
         for v, shape in plan.boot.items():
@@ -717,9 +763,11 @@ def finish_pass(values, meta) -> PassResult:
             spos += n
             summed[v] = (ssum[:, sl].reshape((ng,) + shape), scount[:, sl].reshape((ng,) + shape))
         arrays = PartArrays(boot=boot, sums=summed, cells=list(cell_arrays[cpos:cpos + plan.n_cells]),
-                            groups=list(by_group[gpos:gpos + plan.n_groups]), cell_names=list(cells), rows=list(rows))
+                            groups=list(by_group[gpos:gpos + plan.n_groups]), cell_names=list(cells), rows=list(rows),
+                            maxes=list(by_max[mpos:mpos + plan.n_max]))
         cpos += plan.n_cells
         gpos += plan.n_groups
+        mpos += plan.n_max
         (plan.part.finish or default_finish)(plan, arrays, res)
     return res
 
@@ -780,7 +828,7 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DE
     switches = {p.name: p.name in need for p in parts()}
     kw = {k: v for k, v in options.items() if k in pass_opts and k not in switches}
     with progress or contextlib.nullcontext():
-        delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, **switches, **kw)
+        delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, ds=ds, **switches, **kw)
         extra: dict = {}
         for make in _COMPANIONS.values():
             extra.update(make(ds=ds, score=score, T=T, draws=draws, seed=seed, by=coord, sections=wanted,

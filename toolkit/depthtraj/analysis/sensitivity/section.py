@@ -9,7 +9,7 @@ from . import figures as F6
 from . import tables as T6
 from .scale import DEFAULT_ALPHAS, check_alphas, centre_residual_kernel
 
-__all__ = ["SCALE_PART", "SCALE_SUM"]
+__all__ = ["SCALE_PART", "SCALE_SUM", "VOCABULARY_PART"]
 
 #: §6 centre-residual sums folded into the pass (:mod:`.scale`, ``pd:app:scale``): summed only.
 SCALE_SUM = ("raw_radius", "mean_excess", "lse_excess", "complete_scale")
@@ -37,6 +37,48 @@ def _block(plan, state, blk) -> Contribution:
 
 #: The §6 pass part (options ``scale``, ``alphas``).
 SCALE_PART = PassPart("scale", 6, _plan, _block, options=("scale", "alphas"))
+
+#: The cell maxima of the vocabulary check, in :data:`~..composition.energy.VOCABULARY_VARS` order.
+VOCABULARY_CELLS = ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")
+
+
+def _vocabulary_plan(req) -> Plan | None:
+    """The vocabulary-invariance check (``pd:eq:vocabulary-invariance``) over the adjacent
+    intervals ≤ T, reading the store's ``logsumexp`` in the pass's chunks (absent: no plan)."""
+    from ... import layout as L
+    from ..composition.energy import interval_positions, resolve_intervals
+
+    if not req.on("vocabulary") or req.ds is None or "logsumexp" not in req.ds.variables or len(req.upto) < 2:
+        return None
+    pairs, _ = resolve_intervals(req.score, "adjacent", req.T)
+    upos, ia, ib = interval_positions(req.score[L.DEPTH].values, pairs)
+    lv = req.ds["logsumexp"].reset_coords(drop=True).transpose(*L.DEPTH_STAT_DIMS)
+    return Plan(part=VOCABULARY_PART, params=dict(upos=upos, ia=ia, ib=ib), n_max=1, arrays={"logsumexp": lv})
+
+
+def _vocabulary_block(plan, state, blk) -> Contribution:
+    """Per question the four summaries of :func:`~..composition.energy.vocabulary_kernel`, and
+    their largest value per cell ``[cell, precision, 4]`` (NaN: none finite)."""
+    import numpy as np
+
+    from ..composition.energy import VOCABULARY_VARS, vocabulary_kernel
+
+    X = vocabulary_kernel(blk.s, blk.K, lse_vocab=blk.array("logsumexp"), **plan.params)
+    x = np.stack([X[v] for v in VOCABULARY_VARS], axis=-1)  # [q, precision, 4]
+    out = np.full((blk.chunk.n_groups,) + x.shape[1:], np.nan)
+    np.fmax.at(out, blk.codes, x)
+    return Contribution(maxes=[out])
+
+
+def _vocabulary_finish(plan, arrays, res) -> None:
+    res.extra["vocabulary"] = (list(arrays.cell_names), arrays.maxes[0])
+
+
+#: The §6 vocabulary check as a pass part (option ``vocabulary``): the per-cell maxima of
+#: ``pd:eq:vocabulary-invariance`` from the chunks the pass reads anyway (no second read of
+#: the scores).
+VOCABULARY_PART = PassPart("vocabulary", 6, _vocabulary_plan, _vocabulary_block, finish=_vocabulary_finish,
+                           options=("vocabulary",))
 
 
 def _lazy_cells(ctx, x):
@@ -67,15 +109,18 @@ def _tokens(ctx):
 
 
 def _vocabulary(ctx):
-    from ..composition.energy import CELL_STATISTICS, cell_statistics, vocabulary_invariance
+    """The vocabulary table from the pass's cell maxima (the values of
+    :func:`~..composition.energy.vocabulary_invariance` and ``cell_statistics``' ``max`` rules)."""
+    import xarray as xr
 
     if _two_depths(ctx):
         return _two_depths(ctx)
     if "logsumexp" not in ctx.ds.variables:
         return "needs the optional logsumexp variable"
-    summ = vocabulary_invariance(ctx.ds, endpoint=ctx.T)
-    rules = {n: CELL_STATISTICS[n] for n in ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")}
-    return T6.vocabulary_table(_lazy_cells(ctx, cell_statistics(summ, rules, by=ctx.coord)), T=ctx.T, **ctx.kw4)
+    names, maxes = ctx.res.extra["vocabulary"]
+    cells = xr.Dataset({v: ((ctx.by, "precision"), maxes[..., j]) for j, v in enumerate(VOCABULARY_CELLS)},
+                       coords={ctx.by: names, "precision": ctx.res.precision})
+    return T6.vocabulary_table(cells, T=ctx.T, **ctx.kw4)
 
 
 def _scale_check(ctx):
@@ -184,13 +229,14 @@ def _text_variants(jobs, analyses, *, norms, text, by, draws, seed, level, **_):
 
 register(
     SCALE_PART,
+    VOCABULARY_PART,
     TableSpec("scale", 6, _scale, ("scale",),
               caption="Score scale and centring (pd:app:scale): the centre residual under uniform rescaling α·s "
                       "of the scores."),
     TableSpec("tokens", 6, _tokens, (),
               caption="Token composition of answer-text increments: first-token, later-token and cross "
                       "contributions to the common energy K(u+v)² (%)."),
-    TableSpec("vocabulary", 6, _vocabulary, (),
+    TableSpec("vocabulary", 6, _vocabulary, ("vocabulary",),
               caption="Vocabulary invariance with the stored log-sum-exp (pd:eq:vocabulary-invariance): the "
                       "largest contrast gap between candidate and vocabulary increments."),
     TableSpec("scale_check", 6, _scale_check, (),
