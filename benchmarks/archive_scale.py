@@ -12,6 +12,8 @@ alike; the table gives medians and ratios to the read of the same run:
   as many per-question columns as the engine's pass bootstraps on this store, on every core,
   nothing read (the current tree only);
 * ``analyze §3–6``: ``depthtraj analyze STORE -f json``;
+* ``analyze §3–6, no intervals``: the same with ``--bootstrap 0`` (every table, no interval):
+  what §3–6 costs beside its bootstrap;
 * ``analyze §3–7``: ``depthtraj analyze STORE --sections 3,4,5,6,7 -f json``;
 * ``exits``: ``depthtraj exits STORE --out DIR``;
 * ``report``: ``depthtraj report STORE --out DIR`` (every table and figure, §7 included);
@@ -128,6 +130,8 @@ def _commands(store: Path, scratch: Path, workers: list[int], tree: Path | None 
         "read": ([sys.executable, "-c", _READ, str(store)], {}),
         "bootstrap floor": ([sys.executable, "-c", _FLOOR, str(store)], {}),
         "analyze §3–6": ([*dt, "analyze", str(store), "-f", "json"], tenv),
+        # the same tables without intervals: what §3–6 costs beside its bootstrap
+        "analyze §3–6, no intervals": ([*dt, "analyze", str(store), "-f", "json", "--bootstrap", "0"], tenv),
         "analyze §3–7": ([*dt, "analyze", str(store), "--sections", "3,4,5,6,7", "-f", "json"], tenv),
         "exits": ([*dt, "exits", str(store), "--out", str(scratch / "exits"), "--overwrite"], tenv),
         "report": ([*dt, "report", str(store), "--out", str(scratch / "report"), "--overwrite"], tenv),
@@ -145,7 +149,7 @@ def _ratios(name: str, med: dict) -> str:
     if name == "read":
         return "1"
     out = f"{med[name] / med['read']:.1f}× read"
-    if name in ("analyze §3–7", "exits") and "analyze §3–6" in med:
+    if name in ("analyze §3–7", "exits", "analyze §3–6, no intervals") and "analyze §3–6" in med:
         out += f", {med[name] / med['analyze §3–6']:.2f}× §3–6"
     if name.endswith("1 worker") and name.removesuffix(", 1 worker") in med:
         out += f"; 2 workers / 1 worker = {med[name.removesuffix(', 1 worker')] / med[name]:.2f}"
