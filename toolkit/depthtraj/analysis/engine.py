@@ -610,17 +610,15 @@ def _merge(a, b):
     from .core.questions import merge_keys
 
     out = []
-    for (ka, xa), (kb, xb), fill in (((a[0], a[2]), (b[0], b[2]), 0), ((a[1], a[3]), (b[1], b[3]), 0),
-                                     ((a[0], a[4]), (b[0], b[4]), np.nan)):
-        keys, ib = merge_keys(ka, kb)
+    for (ka, xa), (kb, xb), (empty, combine) in (((a[0], a[2]), (b[0], b[2]), (0, np.add)),
+                                                 ((a[1], a[3]), (b[1], b[3]), (0, np.add)),
+                                                 ((a[0], a[4]), (b[0], b[4]), (np.nan, np.fmax))):
+        keys, ib = merge_keys(ka, kb)  # ib: b's keys' rows in the union, each once
         arrays = []
         for x, y in zip(xa, xb):
-            z = np.full((len(keys),) + x.shape[1:], fill, dtype=np.result_type(x, y))
+            z = np.full((len(keys),) + x.shape[1:], empty, dtype=np.result_type(x, y))
             z[:len(ka)] = x
-            if fill == 0:
-                z[ib] += y
-            else:
-                z[ib] = np.fmax(z[ib], y)
+            z[ib] = combine(z[ib], y)
             arrays.append(z)
         out.append((keys, tuple(arrays)))
     (cells, xs), (rows, gs), (_, ms) = out

@@ -38,8 +38,13 @@ def _block(plan, state, blk) -> Contribution:
 #: The §6 pass part (options ``scale``, ``alphas``).
 SCALE_PART = PassPart("scale", 6, _plan, _block, options=("scale", "alphas"))
 
-#: The cell maxima of the vocabulary check, in :data:`~..composition.energy.VOCABULARY_VARS` order.
-VOCABULARY_CELLS = ("max_contrast_gap", "max_osc_gap", "max_tolerance", "max_log_mass")
+
+def _vocabulary_cells() -> tuple[str, ...]:
+    """The cell statistics of the vocabulary check (the ``max`` rules of
+    :data:`~..composition.energy.CELL_STATISTICS`), in :data:`~..composition.energy.VOCABULARY_VARS` order."""
+    from ..composition.energy import CELL_STATISTICS, VOCABULARY_VARS
+
+    return tuple(n for v in VOCABULARY_VARS for n, rule in CELL_STATISTICS.items() if rule == ("max", v))
 
 
 def _vocabulary_plan(req) -> Plan | None:
@@ -57,8 +62,9 @@ def _vocabulary_plan(req) -> Plan | None:
 
 
 def _vocabulary_block(plan, state, blk) -> Contribution:
-    """Per question the four summaries of :func:`~..composition.energy.vocabulary_kernel`, and
-    their largest value per cell ``[cell, precision, 4]`` (NaN: none finite)."""
+    """Per question the four summaries of :func:`~..composition.energy.vocabulary_kernel`
+    (``pd:eq:vocabulary-invariance``; nats), and their largest value per cell ``[cell,
+    precision, 4]`` (NaN: none finite)."""
     import numpy as np
 
     from ..composition.energy import VOCABULARY_VARS, vocabulary_kernel
@@ -71,6 +77,7 @@ def _vocabulary_block(plan, state, blk) -> Contribution:
 
 
 def _vocabulary_finish(plan, arrays, res) -> None:
+    """``res.extra['vocabulary'] = (cell names, maxima [cell, precision, 4])``."""
     res.extra["vocabulary"] = (list(arrays.cell_names), arrays.maxes[0])
 
 
@@ -118,7 +125,7 @@ def _vocabulary(ctx):
     if "logsumexp" not in ctx.ds.variables:
         return "needs the optional logsumexp variable"
     names, maxes = ctx.res.extra["vocabulary"]
-    cells = xr.Dataset({v: ((ctx.by, "precision"), maxes[..., j]) for j, v in enumerate(VOCABULARY_CELLS)},
+    cells = xr.Dataset({v: ((ctx.by, "precision"), maxes[..., j]) for j, v in enumerate(_vocabulary_cells())},
                        coords={ctx.by: names, "precision": ctx.res.precision})
     return T6.vocabulary_table(cells, T=ctx.T, **ctx.kw4)
 
