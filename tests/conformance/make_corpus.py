@@ -377,6 +377,37 @@ def _(p):
     _with_depth(p, {**_LAYER_DEPTH, "kind": "recurrence"})
 
 
+_GGUF_SOURCE = {"format": "gguf", "file": "model.Q4_1.gguf", "sha256": "sha256:" + "0123456789abcdef" * 4,
+                "size": 98362432, "architecture": "llama", "quantization": ["F32", "Q4_1", "Q8_0"],
+                "dequantized_to": "float32", "tokenizer": "gguf", "converter": "transformers 4.57.6, gguf 0.19.0"}
+
+
+def _with_gguf_source(p: Path, *, weights_dtype: str = "float32") -> None:
+    """A layer store of a GGUF file's dequantized weights in the native arm, with its collection
+    plan (format 1.3)."""
+    g = _base(p, precision=("native",))
+    a = _attrs(g)
+    a["depth"] = _LAYER_DEPTH
+    a["model"]["source"] = _GGUF_SOURCE
+    a["precision"][0] = {"name": "native", "recurrence_dtype": weights_dtype, "head_dtype": weights_dtype,
+                         "weights_dtype": weights_dtype}
+    a["collection"] = {"plan_version": 1, "adapter": "layers", "model": "model.Q4_1.gguf"}
+    a["format_version"] = "1.3.0"
+    _set_attrs(g, a)
+
+
+@case("valid", "model_source_gguf", "model.source and collection (format 1.3): a layer store of a GGUF file's "
+      "weights dequantized to float32, read in the native arm.")
+def _(p):
+    _with_gguf_source(p)
+
+
+@case("invalid", "attr_003_gguf_native_arm_not_dequantized_dtype", "model.source says the GGUF weights were "
+      "dequantized to float32, but the native arm claims bfloat16 weights.", ("DT-ATTR-003",), level="structure")
+def _(p):
+    _with_gguf_source(p, weights_dtype="bfloat16")
+
+
 @case("valid", "optional_variables", "Label readout with both optional variables (logsumexp, latent_step_norm).")
 def _(p):
     _base(p, optional=("logsumexp", "latent_step_norm"))
@@ -427,14 +458,14 @@ def _(p):
 
 @case(
     "invalid", "attr_002_newer_minor",
-    "format_version 1.3.0 with a key 1.2.0 does not know: read with a warning (DT-ATTR-002 at "
+    "format_version 1.4.0 with a key 1.3.0 does not know: read with a warning (DT-ATTR-002 at "
     "severity warning) naming the unknown key, which is ignored.",
     ("DT-ATTR-002",),
 )
 def _(p):
     g = _base(p)
     a = _attrs(g)
-    a["format_version"] = "1.3.0"
+    a["format_version"] = "1.4.0"
     a["provenance"] = {"pipeline": "future"}
     _set_attrs(g, a)
 

@@ -97,7 +97,7 @@ def test_lone_surrogates_render_in_text_and_json(base, tmp_path):
     assert doc["format_version"] == "\\ud800" and {"DT-ATTR-002", "DT-ATTR-003"} <= _rules(report)
 
 
-@pytest.mark.parametrize("version", ["1" + "0" * 5000 + ".0.0", "1." + "9" * 5000 + ".0", "1.2." + "7" * 6000])
+@pytest.mark.parametrize("version", ["1" + "0" * 5000 + ".0.0", "1." + "9" * 5000 + ".0", "1.3." + "7" * 6000])
 def test_huge_version_numbers_are_read(base, tmp_path, version):
     p = _copy(base, tmp_path)
     _edit_attrs(p, lambda a: {**a, "depthtraj": {**a["depthtraj"], "format_version": version}})
@@ -180,7 +180,7 @@ def _schema_accepts(doc) -> bool:
     cls = jsonschema.validators.extend(draft, type_checker=draft.TYPE_CHECKER.redefine("integer", json_integer))
     v = cls(SCHEMA, format_checker=draft.FORMAT_CHECKER)
     try:
-        return v.is_valid({**doc, "format_version": "1.2.0"})
+        return v.is_valid({**doc, "format_version": "1.3.0"})
     except RecursionError:
         return False
 
@@ -193,9 +193,9 @@ def _attrs_oracle(root: dict) -> set[str]:
     out = set()
     v = a.get("format_version")
     m = SEMVER.match(v) if isinstance(v, str) else None
-    newer = m is not None and m.group(1) == "1" and (int(m.group(2)), int(m.group(3))) > (2, 0)
+    newer = m is not None and m.group(1) == "1" and (int(m.group(2)), int(m.group(3))) > (3, 0)
     if m is None or m.group(1) != "1" or newer:
-        out.add("DT-ATTR-002")  # missing, not semver, another major (error) or newer than 1.2.0 (warning)
+        out.add("DT-ATTR-002")  # missing, not semver, another major (error) or newer than 1.3.0 (warning)
     elif int(m.group(2)) < _content_minor(a):
         out.add("DT-ATTR-002")  # declared older than its content (warning)
     doc = _drop_unknown(a) if newer else a  # a newer minor's unknown keys are ignored
@@ -211,9 +211,12 @@ def _attrs_oracle(root: dict) -> set[str]:
 
 
 def _content_minor(a: dict) -> int:
-    """The minor version the attrs' content needs (rules.md DT-ATTR-002, spec §2): `depth` 1.2;
-    `execution`, `probes`, a task's `prompt_template`, `target_delimiter` or `harness` 1.1."""
+    """The minor version the attrs' content needs (rules.md DT-ATTR-002, spec §2): `collection`,
+    `model.source` 1.3; `depth` 1.2; `execution`, `probes`, a task's `prompt_template`,
+    `target_delimiter` or `harness` 1.1."""
     model = a.get("model")
+    if a.get("collection") is not None or (isinstance(model, dict) and model.get("source") is not None):
+        return 3
     minor = 2 if a.get("depth") is not None or (isinstance(model, dict) and model.get("random_weights") is not None) else 0
     if a.get("execution") is not None or a.get("probes") is not None:
         minor = max(minor, 1)
@@ -259,6 +262,16 @@ def _model_rules_hold(a: dict) -> bool:
                 return False
             if probes["score"] != ("score" if r["kind"] == "label" else "logprob_sum"):
                 return False
+        source = a["model"].get("source")
+        if isinstance(source, dict):
+            if any(x["name"] == "native" and x.get("weights_dtype", "bfloat16") != source["dequantized_to"]
+                   for x in a["precision"]):
+                return False
+            if source["quantization"] != sorted(set(source["quantization"])):
+                return False
+        collection = a.get("collection")
+        if isinstance(collection, dict) and type(collection.get("plan_version")) is not int:
+            return False
     except (KeyError, TypeError, AttributeError, IndexError):
         return True  # the schema half reports the shape
     return True
@@ -277,12 +290,15 @@ _LEAVES = [("format_version",), ("endpoint",), ("created",), ("device",), ("note
            ("probes",), ("probes", "anchors"), ("probes", "anchors", 0), ("probes", "score"), ("probes", "draws"),
            ("probes", "sigma"), ("execution",), ("execution", "batching"), ("execution", "batch_size"),
            # format 1.2
-           ("depth",), ("depth", "kind"), ("model", "random_weights")]
+           ("depth",), ("depth", "kind"), ("model", "random_weights"),
+           # format 1.3
+           ("collection",), ("collection", "plan_version"), ("model", "source"), ("model", "source", "sha256"),
+           ("model", "source", "quantization"), ("model", "source", "dequantized_to")]
 #: Values a lax parser would coerce into another field's type ("3" -> 3, 1 -> True, ...).
 _CONFUSABLE = st.sampled_from(["3", "16", "yes", "true", "1", True, False, 0, 1, 3, 3.0, 1700000000, "bf16"])
 _JSON = _CONFUSABLE | _CONFUSABLE | st.recursive(
     st.none() | st.booleans() | st.integers(-2, 10) | st.integers(min_value=-(10**400), max_value=10**400)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["", "1.0.0", "1.1.0", "1.2.0", "1.3.0", "2.0.0", "label",
+    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["", "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "2.0.0", "label",
                                                                         "text", "char", "none", "bf16",
                                                                         "2025-01-01T00:00:00Z", "2025-01-01T00:00:00",
                                                                         "\ud800", "x\udfffy", "1" + "0" * 5000 + ".0.0"])

@@ -670,16 +670,25 @@ class _Progress:
 
 @app.command(cls=_Command)
 def collect(
-    adapter: Annotated[str, typer.Option(help="Adapter entry-point name (group depthtraj.adapters), e.g. huginn.")],
-    model: Annotated[str, typer.Option(help="Checkpoint directory (from_pretrained, trust_remote_code).")],
-    task: Annotated[list[str], typer.Option(
+    ctx: typer.Context,
+    adapter: Annotated[Optional[str], typer.Option(
+        help="Adapter entry-point name (group depthtraj.adapters), e.g. huginn, layers.")] = None,
+    model: Annotated[Optional[str], typer.Option(
+        help="Checkpoint directory (from_pretrained, trust_remote_code), hub id, or a GGUF file (*.gguf, or a "
+             "directory holding one): dequantized to float32 once and cached (--cache-dir).")] = None,
+    task: Annotated[Optional[list[str]], typer.Option(
         metavar="TASK[,TASK..]", help="Installed task(s) (depthtraj tasks): arc_challenge, mmlu, lmeval:NAME (the lmeval "
-                                      "extra), ...; a comma list or repeated, one --data each, into one store.")],
-    data: Annotated[list[str], typer.Option(
+                                      "extra), ...; a comma list or repeated, one --data each, into one store.")] = None,
+    data: Annotated[Optional[list[str]], typer.Option(
         metavar="PATH[,PATH..]", help="Each task's local data, in --task order: ARC JSON Lines; an MMLU CSV file or "
                                       "directory; for lmeval:NAME a saved Hugging Face dataset directory, a directory of "
-                                      "<split>.jsonl/.parquet files, or one such file.")],
-    out: Annotated[str, typer.Option(help="Store to write (zarr v3 directory or fsspec URL).")],
+                                      "<split>.jsonl/.parquet files, or one such file.")] = None,
+    out: Annotated[Optional[str], typer.Option(help="Store to write (zarr v3 directory or fsspec URL).")] = None,
+    plan: Annotated[Optional[Path], typer.Option(
+        metavar="FILE", help="A collection plan (JSON, as --print-plan writes it): the run it describes; options given "
+                             "beside it replace its fields.")] = None,
+    print_plan: Annotated[bool, typer.Option(
+        "--print-plan", help="Print the plan these options make (JSON) on stdout and exit, collecting nothing.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions of each task.")] = None,
     num_fewshot: Annotated[Optional[int], typer.Option(
         metavar="N", help="lmeval:NAME tasks, answer-text readout without options: in-context examples of the "
@@ -692,7 +701,8 @@ def collect(
                           "layer count). Default: the adapter's: 32 steps; --adapter layers: every layer of the "
                           "checkpoint.")] = None,
     precision: Annotated[str, typer.Option(help="Comma-separated arms: bf16, bf16-fp32head, fp32 (weights rounded "
-                                                "to bf16), native (the checkpoint's own weights and dtype).")] = "bf16",
+                                                "to bf16), native (the checkpoint's own weights and dtype; a GGUF "
+                                                "file's dequantized float32 weights).")] = "bf16",
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
     batch_size: Annotated[str, typer.Option(
         metavar="N|auto", help="Items per batch. padded: items per forward (auto: the largest power of two that "
@@ -702,7 +712,9 @@ def collect(
                              "padded: right-padded batches, faster on a GPU, bf16 scores depend on the batches.")] = "invariant",
     seed: Annotated[int, typer.Option(help="Base seed of the per-question initial states.")] = 0,
     chunk_size: Annotated[int, typer.Option(help="Questions per store chunk (unit of writing and resuming).")] = 64,
-    resume: Annotated[bool, typer.Option(help="Continue an existing store: collect only its incomplete chunks.")] = False,
+    resume: Annotated[bool, typer.Option(
+        help="Continue an existing store: collect only its incomplete chunks. With --out alone, the store's own "
+             "recorded plan is rerun.")] = False,
     readout: Annotated[str, typer.Option(help="label (F1: option letters) | text (F2/F3: answer texts, character-normalised).")] = "label",
     options: Annotated[bool, typer.Option("--options", help="Text readout: display the options block (F3); label readouts always do.")] = False,
     arrangements: Annotated[int, typer.Option(
@@ -712,8 +724,8 @@ def collect(
     shard: Annotated[Optional[str], typer.Option(help="i/n: collect only chunks c with c mod n = i-1; n processes fill one store.")] = None,
     revision: Annotated[Optional[str], typer.Option(
         metavar="REV", help="Checkpoint revision (hub branch, tag or commit; a cached snapshot by a 7+ character prefix; "
-                            "a local directory by its content hash). Default: the adapter's pin for the paper's hub ids. "
-                            "A checkpoint at another revision is refused.")] = None,
+                            "a local directory by its content hash; a GGUF file by its sha256). Default: the adapter's "
+                            "pin for the paper's hub ids. A checkpoint at another revision is refused.")] = None,
     probes: Annotated[Optional[str], typer.Option(
         metavar="default|T1,T2,..", help="Record paper §7's collection probes at these anchor depths (default: 4,8,16,24,31; "
                                          "clipped to T-1): linear N2 J J^T and the nonlinear N2 moments of the scores.")] = None,
@@ -721,19 +733,23 @@ def collect(
     lens: Annotated[Optional[str], typer.Option(
         metavar="DIR", help="--adapter layers: a tuned lens in tuned-lens's format (params.pt, config.json); depth t is "
                             "read through translator t. Default: the logit lens.")] = None,
+    cache_dir: Annotated[Optional[str], typer.Option(
+        metavar="DIR", help="Where GGUF files' float32 conversions are cached (keyed by the file's sha256). Default: "
+                            "$DEPTHTRAJ_CACHE_DIR, else ~/.cache/depthtraj.")] = None,
 ) -> None:
     """Run a recurrent model (or any causal LM, --adapter layers) over benchmark questions; write a trajectory
-    store (F1, F2 or F3)."""
-    from .collect import CollectError, Source, check_readout, parse_shard
-    from .collect import collect as run_collect
+    store (F1, F2 or F3). The run is a collection plan: --print-plan shows it, --plan FILE runs one, and the
+    store records it."""
+    from .collect import CollectError
+    from .collect import run as run_plan
 
     bars: list[_Progress] = []  # the bar starts with the first progress report, so an input
     # error before it (the common case) is exactly one line on stderr
 
-    plan = [depths, "steps"]  # the endpoint and what a depth is, as collect resolves them (on_plan)
+    endpoint = [depths, "steps"]  # the endpoint and what a depth is, as the run resolves them (on_plan)
 
-    def on_plan(endpoint: int, unit: str) -> None:
-        plan[:] = [endpoint, unit]
+    def on_plan(t: int, unit: str) -> None:
+        endpoint[:] = [t, unit]
 
     from .progress import stages
 
@@ -746,8 +762,9 @@ def collect(
 
     def progress(done: int, total: int) -> None:
         if not bars:
-            label = f"{','.join(tasks)} × {plan[0]} {plan[1]}" + (f" [shard {shard_ij[0]}/{shard_ij[1]}]"
-                                                                  if shard_ij else "")
+            tasks = ",".join(t.task for t in the_plan.tasks)
+            label = f"{tasks} × {endpoint[0]} {endpoint[1]}" + (f" [shard {the_plan.shard[0]}/{the_plan.shard[1]}]"
+                                                                if the_plan.shard else "")
             status.close()
             status.update(f"collecting {label}: {total - done:,} of {total:,} questions to go")  # off a terminal
             bars.append(_Progress(label).__enter__())
@@ -755,47 +772,16 @@ def collect(
 
     status = loading.__enter__()
     try:
-        check_readout(readout, options, arrangements)
-        shard_ij = parse_shard(shard)
-        tasks = [t.strip() for item in task for t in item.split(",") if t.strip()]
-        paths = [p.strip() for item in data for p in item.split(",") if p.strip()]
-        if len(tasks) != len(paths):
-            raise CollectError(f"--task names {len(tasks)} task(s) and --data {len(paths)} path(s); give one --data "
-                               f"per task, in the same order")
-        if num_fewshot is not None and (readout == "label" or options):
-            raise CollectError("--num-fewshot is the harness's F2 request (--readout text without --options); the "
-                               "options template of F1/F3 is zero-shot")
-        if include_path is not None and not any(t.startswith("lmeval:") for t in tasks):
-            raise CollectError("--include-path applies to lmeval:NAME tasks (lm-eval's own YAML tasks and groups)")
+        given = {name for name in ctx.params if ctx.get_parameter_source(name).name != "DEFAULT"}
+        the_plan = _collection_plan(ctx.params, given)
+        if print_plan:
+            status.close()
+            import json
+
+            typer.echo(json.dumps(the_plan.document(), indent=2, ensure_ascii=False))
+            return
         try:
-            summary = run_collect(
-                adapter=adapter,
-                model=model,
-                sources=[Source(t, Path(p), limit, num_fewshot=num_fewshot,
-                                include_path=include_path if t.startswith("lmeval:") else None)
-                         for t, p in zip(tasks, paths)],
-                out=out,
-                depths=depths,
-                precision=[p for p in precision.split(",") if p.strip()],
-                device=device,
-                batch_size=batch_size,
-                batching=batching,
-                seed=seed,
-                chunk_size=chunk_size,
-                resume=resume,
-                readout=readout,
-                options=options,
-                arrangements=arrangements,
-                shard=shard_ij,
-                progress=progress,
-                log=log,
-                revision=revision,
-                probes=probes,
-                probe_draws=probe_draws,
-                history=_command_line(),
-                lens=lens,
-                on_plan=on_plan,
-            )
+            summary = run_plan(the_plan, progress=progress, log=log, history=_command_line(), on_plan=on_plan)
         finally:
             if bars:
                 bars[0].__exit__(None, None, None)
@@ -805,6 +791,77 @@ def collect(
     finally:
         loading.__exit__(None, None, None)
     typer.echo(summary.line(), err=True)
+
+
+#: ``collect``'s options that are fields of the plan under the same name (the rest: tasks, plan files)
+_PLAN_OPTIONS = ("adapter", "model", "out", "depths", "precision", "device", "batch_size", "batching", "seed",
+                 "chunk_size", "resume", "readout", "options", "arrangements", "shard", "revision", "probes",
+                 "probe_draws", "lens", "cache_dir")
+_TASK_OPTIONS = ("task", "data", "limit", "num_fewshot", "include_path")
+
+
+def _collection_plan(params: dict, given: set[str]):
+    """The :class:`~depthtraj.collect.CollectionPlan` of ``collect``'s options: the ``--plan``
+    file's, or with ``--resume`` and no ``--adapter``/``--model``/``--task`` the plan the store
+    recorded, with every option ``given`` on the command line replacing its field; else the
+    options alone (``--adapter``, ``--model``, ``--task``, ``--data`` and ``--out`` required)."""
+    from .collect import CollectError, CollectionPlan
+
+    base: dict = {}
+    if params["plan"] is not None:
+        base = CollectionPlan.read(params["plan"]).model_dump()
+    elif params["resume"] and params["out"] and not given & {"adapter", "model", "task", "data"}:
+        base = _recorded_plan(params["out"])
+    fields = {name: params[name] for name in _PLAN_OPTIONS if name in given or not base}
+    if "precision" in fields:
+        fields["precision"] = [p for p in params["precision"].split(",") if p.strip()]
+    if given & set(_TASK_OPTIONS) or not base:
+        fields["tasks"] = _task_requests(params, base.get("tasks"))
+    missing = [f"--{name.replace('_', '-')}" for name in ("adapter", "model", "out")
+               if name not in base and params[name] is None]
+    if missing:
+        raise CollectError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} needed (or --plan FILE, or "
+                           "--resume --out STORE to rerun the store's own plan)")
+    return CollectionPlan.parse({**base, **fields}, where=f"--plan {params['plan']}" if params["plan"] else "plan")
+
+
+def _task_requests(params: dict, recorded: list | None) -> list[dict]:
+    from .collect import CollectError
+
+    tasks = [t.strip() for item in params["task"] or [] for t in item.split(",") if t.strip()]
+    paths = [p.strip() for item in params["data"] or [] for p in item.split(",") if p.strip()]
+    if not tasks and recorded:  # --limit and friends over a plan's own tasks
+        tasks, paths = [t["task"] for t in recorded], [t["data"] for t in recorded]
+    if not tasks:
+        raise CollectError("--task and --data are needed (or --plan FILE)")
+    if len(tasks) != len(paths):
+        raise CollectError(f"--task names {len(tasks)} task(s) and --data {len(paths)} path(s); give one --data "
+                           f"per task, in the same order")
+    include = params["include_path"]
+    return [{"task": t, "data": p, "limit": params["limit"], "num_fewshot": params["num_fewshot"],
+             "include_path": str(include) if include is not None and t.startswith("lmeval:") else None}
+            for t, p in zip(tasks, paths)]
+
+
+def _recorded_plan(out: str) -> dict:
+    """The collection plan a store recorded (``attrs.depthtraj.collection``, format 1.3), for
+    ``collect --resume --out STORE``."""
+    from .collect import CollectError, CollectionPlan
+    from .models.v1 import ATTRS_KEY
+    from .store import local_path
+
+    try:
+        import zarr
+
+        raw = zarr.open_group(local_path(out), mode="r").attrs.get(ATTRS_KEY) or {}
+    except Exception:  # noqa: BLE001 - not a store: the run's own checks say so with --adapter ...
+        raise CollectError(f"--resume --out {out}: not a store to resume (no zarr group there); give --adapter, "
+                           "--model, --task and --data") from None
+    recorded = raw.get("collection") if isinstance(raw, dict) else None
+    if not isinstance(recorded, dict):
+        raise CollectError(f"--resume --out {out}: the store records no collection plan (written before format "
+                           "1.3); give the --adapter, --model, --task and --data it was collected with")
+    return CollectionPlan.parse(recorded, where=f"{out}: attrs.depthtraj.collection").model_dump()
 
 
 @app.command(cls=_Command)

@@ -37,6 +37,7 @@ from .checkpoint import (
     hub_unreachable_reason,
 )
 from .memory import AUTO_BATCH_CAP, AUTO_MEMORY_FRACTION, PeakMemory, auto_batch_size
+from .plan import PLAN_VERSION, CollectionPlan, TaskRequest
 from .questions import (
     TARGET_DELIMITER,
     Item,
@@ -61,7 +62,7 @@ from .requests import (
     parse_probes,
     parse_shard,
 )
-from .run import CollectSummary, collect
+from .run import CollectSummary, collect, run
 
 __all__ = [
     "ARRANGEMENTS",
@@ -70,13 +71,16 @@ __all__ = [
     "DEFAULT_PROBE_ANCHORS",
     "HUB_PROBE_TIMEOUT",
     "MAX_DEPTHS",
+    "PLAN_VERSION",
     "READOUTS",
     "TARGET_DELIMITER",
     "CollectError",
     "CollectSummary",
+    "CollectionPlan",
     "Item",
     "PeakMemory",
     "Source",
+    "TaskRequest",
     "arrangement_orders",
     "auto_batch_size",
     "check_model",
@@ -93,6 +97,7 @@ __all__ = [
     "parse_probes",
     "parse_shard",
     "question_set",
+    "run",
     "source_task",
     "task_info",
     "tokenize_items",

@@ -16,7 +16,6 @@ import numpy as np
 from .. import __version__
 from .. import layout as L
 from ..adapter import (  # torch-free: the adapter module imports torch lazily
-    BATCHING_MODES,
     has_random_weights,
 )
 from ..models.v1 import (
@@ -44,8 +43,10 @@ from .checkpoint import (
     checkpoint_dtype,
     first_line,
 )
+from .gguf import find_gguf
 from .memory import AUTO_BATCH_CAP, auto_batch_size
 from .output import check_out, refuse_shard_rerun, rerun_message, shard_chunks, stored_execution
+from .plan import CollectionPlan, check_depths
 from .questions import (
     TARGET_DELIMITER,
     Item,
@@ -59,11 +60,8 @@ from .requests import (
     MAX_DEPTHS,
     CollectError,
     Source,
-    check_readout,
-    parse_batch_size,
     parse_precision,
     parse_probes,
-    parse_shard,
 )
 
 
@@ -129,41 +127,20 @@ def _model_code(runner) -> str:
     attention = getattr(runner, "attn_implementation", None)  # an adapter that chooses it (layers: eager)
     return f"{cls.__name__} ({where})" + (f", {attention} attention" if isinstance(attention, str) else "")
 
-def _check_depths(depths: int) -> None:
-    if depths < 1:
-        raise CollectError(f"--depths must be >= 1, got {depths}")
-    if depths > MAX_DEPTHS:  # the score buffers hold every depth: refused before anything is allocated
-        raise CollectError(f"--depths must be <= {MAX_DEPTHS}, got {depths:,}")
-
 def collect(
     *,
     adapter: str | type,
     model: str | Path,
     sources: Sequence[Source],
     out: str | Path,
-    depths: int | None = None,
-    precision: Sequence[str] = ("bf16",),
-    device: str = "cpu",
-    batch_size: int | str = "auto",
-    seed: int = 0,
-    resume: bool = False,
-    chunk_size: int = 64,
-    readout: str = "label",
-    options: bool = False,
-    arrangements: int = 1,
-    shard: tuple[int, int] | str | None = None,
-    optional: Sequence[str] = ("logsumexp", "latent_step_norm"),
     progress: Callable[[int, int], None] | None = None,
     log: Callable[[str], None] | None = None,
-    revision: str | None = None,
-    batching: str = "invariant",
-    probes: Sequence[int] | str | None = None,
-    probe_draws: int = 512,
     history: str | None = None,
-    lens: str | Path | None = None,
     on_plan: Callable[[int, str], None] | None = None,
+    **options,
 ) -> CollectSummary:
-    """Collect per-depth score trajectories and write a format-v1 store.
+    """Collect per-depth score trajectories and write a format-v1 store: the
+    :class:`~depthtraj.collect.CollectionPlan` of these keyword arguments, executed by :func:`run`.
 
     Parameters
     ----------
@@ -173,16 +150,57 @@ def collect(
         development, before it is installed).
     model
         Checkpoint directory or hub id, loaded with ``from_pretrained(...,
-        trust_remote_code=True)``.
+        trust_remote_code=True)``; or a GGUF file (``*.gguf``, or a directory holding one),
+        dequantized to float32 once and cached (:mod:`depthtraj.collect.gguf`).
     sources
         Task files; all questions go into one store (``task`` coordinate).
+    **options
+        Every other field of :class:`~depthtraj.collect.CollectionPlan` (``depths``,
+        ``precision``, ``device``, ``batch_size``, ``batching``, ``seed``, ``resume``,
+        ``chunk_size``, ``readout``, ``options``, ``arrangements``, ``shard``, ``optional``,
+        ``revision``, ``probes``, ``probe_draws``, ``lens``, ``cache_dir``); see :func:`run`.
+    progress, log, history, on_plan
+        As :func:`run`.
+
+    Raises
+    ------
+    CollectError
+        as :func:`run`, and for an unknown keyword.
+    """
+    adapter_cls = None
+    if isinstance(adapter, type):  # an adapter class itself (e.g. one not installed yet)
+        adapter_cls, adapter = adapter, getattr(adapter, "name", adapter.__name__)
+    unknown = sorted(set(options) - set(CollectionPlan.model_fields))
+    if unknown:
+        raise CollectError(f"collect() got unknown option(s) {', '.join(unknown)}; "
+                           f"known: {', '.join(sorted(CollectionPlan.model_fields))}")
+    plan = CollectionPlan.from_options(adapter=adapter, model=model, sources=sources, out=out, **options)
+    return run(plan, adapter_cls=adapter_cls, progress=progress, log=log, history=history, on_plan=on_plan)
+
+
+def run(
+    plan: CollectionPlan,
+    *,
+    adapter_cls: type | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    history: str | None = None,
+    on_plan: Callable[[int, str], None] | None = None,
+) -> CollectSummary:
+    """Execute a :class:`~depthtraj.collect.CollectionPlan`: load and self-check the adapter,
+    create (or resume, or join as a shard) the store, and collect chunk after chunk. The store
+    records the plan (``attrs.depthtraj.collection``, format 1.3).
+
+    What the plan's fields do:
+
     depths
         Endpoint T: every recurrence step ``1..T`` is recorded (a layer adapter: layers
         ``1..T``). ``None``: the adapter's default for the checkpoint, read before weights load
         (:meth:`~depthtraj.adapter.LoopedLMAdapter.default_depths`: 32 steps; the layers
         adapter: every layer).
     precision
-        Standard arm names (``bf16``, ``bf16-fp32head``, ``fp32``): the ``precision`` dim.
+        Arm names (``bf16``, ``bf16-fp32head``, ``fp32``, ``native``): the ``precision`` dim.
+        A GGUF model's ``native`` arm is its dequantized float32 weights.
     resume
         Reopen an existing store and collect only its incomplete chunks (with ``shard``: this
         shard's incomplete chunks).
@@ -190,9 +208,9 @@ def collect(
         ``label`` (F1) or ``text`` (F2, or F3 with ``options``); 1 (identity) or 4 (balanced)
         arrangements; see :func:`check_readout` and the module docstring.
     shard
-        ``(i, n)`` or ``'i/n'``: collect only the chunks ``c`` with ``c % n == i - 1``. The first
-        shard to arrive creates the store (atomically; the others join it after checking it is
-        the same collection); the shard that finds every chunk complete consolidates it.
+        ``(i, n)``: collect only the chunks ``c`` with ``c % n == i - 1``. The first shard to
+        arrive creates the store (atomically; the others join it after checking it is the same
+        collection); the shard that finds every chunk complete consolidates it.
     batching, batch_size
         ``invariant`` (default): every item runs alone at its own length, so every arm's scores
         are the same bytes whatever the batch size, chunking, ``--limit`` or sharding;
@@ -206,26 +224,17 @@ def collect(
         added when it provides them.
     probes, probe_draws
         Record the §7 collection probes (``pd:app:readout-prediction``; spec §4.5) at these
-        anchor depths (``'default'``: 4, 8, 16, 24, 31; a list or ``'4,8,16'``), each clipped
-        to ``T - 1`` and de-duplicated: linear N2 ``J Jᵀ`` of the probed score (label:
-        ``score``; text: ``logprob_sum``) with respect to the hidden state at the readout
-        positions, and the mean and raw second moment of its change under ``probe_draws``
-        Rademacher hidden innovations scaled to the observed step (``probe_*`` variables,
-        ``attrs.probes``). ``None`` (default): no probes.
-    progress
-        Called with ``(done, total)`` questions after each batch.
+        anchor depths (``'default'``: 4, 8, 16, 24, 31; a list), each clipped to ``T - 1`` and
+        de-duplicated: linear N2 ``J Jᵀ`` of the probed score (label: ``score``; text:
+        ``logprob_sum``) with respect to the hidden state at the readout positions, and the mean
+        and raw second moment of its change under ``probe_draws`` Rademacher hidden innovations
+        scaled to the observed step (``probe_*`` variables, ``attrs.probes``). ``None``
+        (default): no probes.
     lens
         A tuned lens directory (tuned-lens's ``params.pt`` and ``config.json``) for an adapter
         that reads depths through a lens (the ``layers`` adapter): the readout at depth t applies
         translator t before the final norm and head; ``None``: the adapter's default readout
         (the logit lens for ``layers``). An adapter that takes no lens refuses it.
-    on_plan
-        Called once, after the model loaded and before the first progress report, with the
-        endpoint T and what one depth is in words (``'steps'``, or ``'layers'`` for an adapter
-        whose depth is a layer), e.g. for a progress bar's label.
-    history
-        The store's root ``history`` attribute (CF): ``depthtraj collect`` passes the creation
-        time and its exact command line; default a line naming the writer.
     revision
         The checkpoint revision to load and record (hub branch, tag or commit hash; a prefix of
         at least 7 characters selects a cached snapshot; for a local directory, a prefix of its
@@ -234,27 +243,43 @@ def collect(
         A checkpoint at another revision is refused; a local directory records its content hash
         (:func:`~depthtraj.adapter.checkpoint_hash`) instead of ``local``.
 
+    Parameters
+    ----------
+    plan
+        The run.
+    adapter_cls
+        A :class:`~depthtraj.adapter.LoopedLMAdapter` subclass to use instead of the entry point
+        ``plan.adapter`` names (an adapter under development, before it is installed).
+    progress
+        Called with ``(done, total)`` questions after each batch.
+    log
+        Called with each line worth telling the user (the model source, its loading, the
+        self-check, resolved defaults).
+    on_plan
+        Called once, after the model loaded and before the first progress report, with the
+        endpoint T and what one depth is in words (``'steps'``, or ``'layers'`` for an adapter
+        whose depth is a layer), e.g. for a progress bar's label.
+    history
+        The store's root ``history`` attribute (CF): ``depthtraj collect`` passes the creation
+        time and its exact command line; default a line naming the writer.
+
     Raises
     ------
     CollectError
         for bad input (unknown adapter/task/arm, bad readout combination or shard, missing or
-        malformed files, existing store without ``resume``, a store of another collection, an
-        adapter failing its self-check); nothing is written then.
+        malformed files, a GGUF file that cannot be converted, existing store without
+        ``resume``, a store of another collection, an adapter failing its self-check); nothing
+        is written then.
     """
     t0 = time.perf_counter()
     log = log or (lambda msg: None)
-    if depths is not None:
-        _check_depths(depths)
-    batch_size = parse_batch_size(batch_size)
-    if batching not in BATCHING_MODES:
-        raise CollectError(f"--batching must be one of {', '.join(BATCHING_MODES)}, got {batching!r}")
-    if chunk_size < 1:
-        raise CollectError(f"--chunk-size must be >= 1, got {chunk_size}")
-    check_readout(readout, options, arrangements)
-    anchors = parse_probes(probes, depths if depths is not None else MAX_DEPTHS)  # the syntax; clipped below
-    if anchors and probe_draws < 1:
-        raise CollectError(f"--probe-draws must be >= 1, got {probe_draws}")
-    shard = parse_shard(shard if shard is None or isinstance(shard, str) else f"{shard[0]}/{shard[1]}")
+    adapter, model, revision, lens, out = plan.adapter, plan.model, plan.revision, plan.lens, plan.out
+    depths, device, readout, options = plan.depths, plan.device, plan.readout, plan.options
+    arrangements, batching, batch_size, chunk_size = plan.arrangements, plan.batching, plan.batch_size, plan.chunk_size
+    seed, shard, resume, probe_draws, precision = plan.seed, plan.shard, plan.resume, plan.probe_draws, plan.precision
+    probes = plan.probes
+    sources = plan.sources()
+    anchors = parse_probes(probes, depths if depths is not None else MAX_DEPTHS)  # clipped below
     arms = parse_precision(precision)
     loaded_tasks: dict = {}
     questions = load_questions(sources, readout=readout, options=options, loaded_tasks=loaded_tasks)
@@ -272,12 +297,11 @@ def collect(
         load_adapter_class,
     )
 
-    if isinstance(adapter, type):  # an adapter class itself (e.g. one not installed yet)
+    if adapter_cls is not None:  # an adapter class itself (e.g. one not installed yet)
         from ..adapter import LoopedLMAdapter
 
-        if not issubclass(adapter, LoopedLMAdapter):
-            raise CollectError(f"{adapter.__qualname__} is not a depthtraj.adapter.LoopedLMAdapter subclass")
-        adapter_cls, adapter = adapter, getattr(adapter, "name", adapter.__name__)
+        if not issubclass(adapter_cls, LoopedLMAdapter):
+            raise CollectError(f"{adapter_cls.__qualname__} is not a depthtraj.adapter.LoopedLMAdapter subclass")
     else:
         try:
             adapter_cls = load_adapter_class(adapter)
@@ -285,6 +309,11 @@ def collect(
             raise CollectError(exc.args[0]) from None
         except Exception as exc:  # noqa: BLE001 - an installed adapter package that fails to import
             raise CollectError(f"adapter {adapter!r} cannot be used ({first_line(exc)})") from None
+    gguf = find_gguf(model)
+    source = None  # the store's model.source: the GGUF file the weights were converted from
+    if gguf is not None:
+        model, source = _gguf_checkpoint(gguf, adapter_cls, adapter, revision, plan.cache_dir, log)
+        revision = None  # the converted directory is what the file's sha256 says it is
     pins = getattr(adapter_cls, "pinned_revisions", {}) or {}
     pinned = revision is None and str(model) in pins
     if pinned:
@@ -305,7 +334,11 @@ def collect(
             raise CollectError(f"--precision {NATIVE_ARM}: {model} does not say what dtype its weights are stored in "
                                f"(no torch_dtype in config.json, no safetensors weights); use fp32 or bf16")
         arms = parse_precision(precision, native_dtype=native)
-        log(f"--precision {NATIVE_ARM}: the checkpoint's own {native} weights, arithmetic in {native}")
+        if source is not None:
+            log(f"--precision {NATIVE_ARM}: the GGUF file's {'/'.join(source['quantization'])} weights dequantized "
+                f"to {native}, arithmetic in {native} (a quantized file is not the original checkpoint)")
+        else:
+            log(f"--precision {NATIVE_ARM}: the checkpoint's own {native} weights, arithmetic in {native}")
     check_models_extra()
     check_device(device)
     adapter_options = {} if lens is None else {"lens": lens}
@@ -314,7 +347,7 @@ def collect(
             depths = int(adapter_cls.default_depths(model))
         except AdapterInputError as exc:
             raise CollectError(" ".join(str(exc).split())) from None
-        _check_depths(depths)
+        check_depths(depths)
         anchors = parse_probes(probes, depths)
         log(f"--depths {depths}: the {adapter} adapter's default for {model}")
     try:  # the adapter's own checks of depths and options, on config.json (no weights yet)
@@ -381,30 +414,37 @@ def collect(
     ]
     if runner.self_check_report is not None:
         notes.append(runner.self_check_report.line())
+    if source is not None:
+        notes.append(f"model source: the GGUF file {source['file']} ({'/'.join(source['quantization'])}), "
+                     f"dequantized to {source['dequantized_to']} by {source['converter']}; a quantized file is not "
+                     "the original checkpoint, and every arm computes on the dequantized weights (native: as they "
+                     "are; bf16 arms: rounded again)")
     attrs = StoreAttrs(
         model=ModelInfo(
-            name=runner.model_name,
+            name=source["file"] if source is not None else runner.model_name,
             family=adapter_cls.family,
-            revision=runner.revision,
+            revision=source["sha256"] if source is not None else runner.revision,
             adapter=AdapterInfo(name=adapter_cls.name, version=adapter_cls.version),
             random_weights=True if has_random_weights(model) else None,
+            source=source,
         ),
         readout=readout_attrs(readout, options),
         endpoint=depths,
         precision=arms,
         tasks=task_infos,
         software=_software(),
-        created=_dt.datetime.now(_dt.timezone.utc),
+        created=_dt.datetime.now(_dt.UTC),
         seeds=Seeds(base=seed, scheme=SEED_SCHEME),
         device=_device_name(device),
         execution=execution,
         probes=Probes(anchors=anchors, score="score" if readout == "label" else "logprob_sum", draws=probe_draws)
         if anchors else None,
         depth=getattr(runner, "depth_info", RECURRENCE_DEPTH),
+        collection=plan.document(),
         notes="; ".join(notes),
     )
     # text readouts also record lm-eval's per-candidate greedy flag at every depth
-    store_optional = tuple(dict.fromkeys([*optional, *extras, *(["greedy"] if readout == "text" else [])]))
+    store_optional = tuple(dict.fromkeys([*plan.optional, *extras, *(["greedy"] if readout == "text" else [])]))
     created = False
     try:
         if exists:
@@ -463,6 +503,37 @@ def collect(
         out, total, written, total - todo, time.perf_counter() - t0, shard=shard,
         finalized=not left, pending_elsewhere=left,
     )
+
+def _gguf_checkpoint(gguf: Path, adapter_cls, adapter: str, revision: str | None, cache_dir: str | None,
+                     log: Callable[[str], None]) -> tuple[str, dict]:
+    """``(checkpoint, source)``: the float32 checkpoint converted from the GGUF file ``gguf``
+    (cached by its sha256) and the store's ``model.source``. The file's architecture is checked
+    against the adapter's model types, and ``revision`` against its sha256, before the slow
+    conversion."""
+    from .gguf import converted_checkpoint, gguf_record, resolve_gguf
+
+    check_models_extra()
+    src, ckpt = resolve_gguf(gguf, cache_dir=cache_dir, log=log)
+    accepted = tuple(getattr(adapter_cls, "model_types", ()) or ())
+    if accepted and src.model_type not in accepted:
+        raise CollectError(f"--adapter {adapter} drives model_type {', '.join(accepted)} checkpoints, but {gguf} is "
+                           f"a GGUF file of architecture {src.architecture!r} (model_type {src.model_type!r})")
+    if revision is not None:
+        from ..adapter import revision_matches
+
+        if not revision_matches(revision, src.sha256):
+            raise CollectError(f"--model {gguf}: --revision {revision} was asked for, but the file's sha256 is "
+                               f"{src.sha256}")
+    if ckpt is None:
+        ckpt = converted_checkpoint(src, cache_dir=cache_dir, log=log)
+    else:
+        log(f"--model {gguf}: the float32 checkpoint converted from it ({src.sha256[:19]}…) is cached in {ckpt}; "
+            "no conversion")
+    record = gguf_record(ckpt)
+    if record is None:  # pragma: no cover - converted_checkpoint writes the manifest
+        raise CollectError(f"--model {gguf}: the converted checkpoint in {ckpt} has no manifest; delete it")
+    return str(ckpt), {**record, "file": gguf.name}
+
 
 def _probe_extras(runner, items: Sequence[Item], qs: QuestionSet, arm: PrecisionArm) -> list[str]:
     """Names of the adapter's step extras: empty unless it overrides ``step_extras``, else those
@@ -566,4 +637,5 @@ def _collect_region(runner, region, items, qs, depths, arms, batch_size, readout
 __all__ = [
     "CollectSummary",
     "collect",
+    "run",
 ]

@@ -12,23 +12,23 @@ The JSON Schema in ``schemas/v1/`` is generated from these models by
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: The newest format version this package reads and writes.
-FORMAT_VERSION: Literal["1.2.0"] = "1.2.0"
+FORMAT_VERSION: Literal["1.3.0"] = "1.3.0"
 FORMAT_MAJOR = 1
 #: Every released version of format 1, oldest first (spec/CHANGELOG.md).
-FORMAT_VERSIONS: tuple[str, ...] = ("1.0.0", "1.1.0", "1.2.0")
-FormatVersion = Literal["1.0.0", "1.1.0", "1.2.0"]
+FORMAT_VERSIONS: tuple[str, ...] = ("1.0.0", "1.1.0", "1.2.0", "1.3.0")
+FormatVersion = Literal["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
 
 #: Optional content and the minor version that added it (spec/CHANGELOG.md): root attribute
 #: fields, ``tasks[]`` fields and variables. A writer declares the oldest version whose content
 #: the store holds (:func:`content_version`), so an older reader never takes it for less.
-ATTRS_SINCE: dict[str, int] = {"execution": 1, "probes": 1, "depth": 2}
+ATTRS_SINCE: dict[str, int] = {"execution": 1, "probes": 1, "depth": 2, "collection": 3}
 TASK_FIELDS_SINCE: dict[str, int] = {"prompt_template": 1, "target_delimiter": 1, "harness": 1}
-MODEL_FIELDS_SINCE: dict[str, int] = {"random_weights": 2}
+MODEL_FIELDS_SINCE: dict[str, int] = {"random_weights": 2, "source": 3}
 VARIABLES_SINCE: dict[str, int] = {
     "exit_gate": 1, "greedy": 1, "prompt_hash": 1, "probe_sigma": 1, "probe_jjt": 1,
     "probe_nl_mean": 1, "probe_nl_moment": 1,
@@ -56,6 +56,39 @@ class AdapterInfo(_Model):
     version: _Name = Field(description="Version of the adapter code.")
 
 
+class WeightsSource(_Model):
+    """The file the weights were read from when it is not a checkpoint of the model's own dtype
+    (format 1.3, optional): a GGUF file, dequantized by the collector.
+
+    A quantized file is not the original checkpoint: its weights are rounded to a few bits per
+    value, and the store's arms compute on the dequantized values (the ``native`` arm's dtype
+    is ``dequantized_to``).
+    """
+
+    format: Literal["gguf"] = Field(description="`gguf`: llama.cpp's GGUF file (weights and tokenizer in one file).")
+    file: _Name = Field(description="The file's name, e.g. `SmolLM2-135M-Instruct.Q4_1.gguf`.")
+    sha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$", description="`sha256:<hex>` of the file's bytes.")
+    size: int = Field(ge=1, description="The file's size in bytes.")
+    architecture: _Name = Field(description="The file's `general.architecture`, e.g. `llama`.")
+    quantization: list[_Name] = Field(
+        min_length=1,
+        description="The GGML types of the file's tensors, sorted, e.g. `[\"F32\", \"Q4_1\", \"Q8_0\"]`.",
+    )
+    dequantized_to: Dtype = Field(description="The dtype every tensor was dequantized to, e.g. `float32`.")
+    tokenizer: Literal["gguf", "checkpoint"] = Field(
+        description="Where the tokenizer came from: `gguf`, the file's own `tokenizer.ggml.*` metadata "
+        "(special tokens and `add_bos_token` as the file says); `checkpoint`, a tokenizer beside it."
+    )
+    converter: _Name = Field(description="The software that dequantized it, e.g. `transformers 4.57.6, gguf 0.19.0`.")
+
+    @field_validator("quantization")
+    @classmethod
+    def _sorted_unique(cls, v: list[str]) -> list[str]:
+        if v != sorted(set(v)):
+            raise ValueError(f"quantization must be sorted and unique, got {v}")
+        return v
+
+
 class ModelInfo(_Model):
     """Identity of the recurrent model whose trajectories the store holds."""
 
@@ -70,6 +103,11 @@ class ModelInfo(_Model):
         default=None,
         description="True when the checkpoint's weights are random (format 1.2; e.g. an adapter's tiny "
         "checkpoint for tests and demos): its numbers describe no trained model. Absent: not recorded.",
+    )
+    source: WeightsSource | None = Field(
+        default=None,
+        description="The file the weights came from when the collector converted them (format 1.3): a GGUF "
+        "file's hash, size, quantization and the dtype it was dequantized to. Absent: a checkpoint read as is.",
     )
 
 
@@ -330,6 +368,12 @@ class StoreAttrs(_Model):
         description="What the depth axis means (format 1.2); absent: a recurrence step read by the "
         "model's own readout.",
     )
+    collection: dict[str, Any] | None = Field(
+        default=None,
+        description="The collection plan that wrote the store (format 1.3, informative): the writer's own "
+        "document of the run (depthtraj's `CollectionPlan`: model source, tasks, readout, arms, depths, "
+        "batching, output), with its `plan_version`; `depthtraj collect --resume --out STORE` reruns it.",
+    )
     notes: str | None = None
 
     @model_validator(mode="before")
@@ -366,6 +410,24 @@ class StoreAttrs(_Model):
             if self.probes.score != want:
                 raise ValueError(f"probes.score must be {want!r} for {self.readout.kind} readouts, "
                                  f"got {self.probes.score!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _native_arm_of_a_converted_file(self) -> StoreAttrs:
+        # a converted file's own weights are its dequantized values: the native arm computes in that dtype
+        src = self.model.source
+        if src is not None:
+            for arm in self.precision:
+                if arm.name == NATIVE_ARM and arm.weights_dtype != src.dequantized_to:
+                    raise ValueError(f"model.source says the weights were dequantized to {src.dequantized_to}, so "
+                                     f"the native arm's weights_dtype must be {src.dequantized_to!r}, got "
+                                     f"{arm.weights_dtype!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _collection_names_its_version(self) -> StoreAttrs:
+        if self.collection is not None and not isinstance(self.collection.get("plan_version"), int):
+            raise ValueError("collection must carry its plan_version (an integer)")
         return self
 
     @field_validator("created")
@@ -413,8 +475,8 @@ def attrs_version(attrs) -> str:
 
 
 def content_version(attrs: StoreAttrs, variables=(), *, unused_arrangements: bool = False) -> str:
-    """The oldest format version whose content a store holds: its attrs (``depth``,
-    ``model.random_weights``: 1.2;
+    """The oldest format version whose content a store holds: its attrs (``collection``,
+    ``model.source``: 1.3; ``depth``, ``model.random_weights``: 1.2;
     ``execution``, ``probes``, a task's ``prompt_template``, ``target_delimiter`` or
     ``harness``: 1.1), its ``variables`` (``greedy``, ``exit_gate``, ``prompt_hash``, the probe
     variables: 1.1) and unused arrangements (1.1). Writers declare it (spec §2), so a reader of an
@@ -486,4 +548,5 @@ __all__ = [
     "Seeds",
     "StoreAttrs",
     "TaskInfo",
+    "WeightsSource",
 ]

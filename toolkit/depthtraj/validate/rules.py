@@ -83,20 +83,22 @@ _RULES: list[Rule] = [
     Rule(
         "DT-ATTR-002", "error", "attrs", "2",
         "`format_version` MUST be a semantic version `MAJOR.MINOR.PATCH` with MAJOR 1; a newer "
-        "minor or patch than the reader's (1.2.0) is read with a warning naming the attrs keys and "
-        "arrays the reader does not know, and validated as 1.2.0 (those ignored). A version older "
+        "minor or patch than the reader's (1.3.0) is read with a warning naming the attrs keys and "
+        "arrays the reader does not know, and validated as 1.3.0 (those ignored). A version older "
         "than the store's content (e.g. 1.0.0 with a `depth` attribute, 1.2) is a warning: writers "
         "MUST declare the oldest version whose content the store holds.",
         "set attrs.depthtraj.format_version to a version of format 1 this reader knows "
-        "(1.0.0, 1.1.0, 1.2.0), or use a depthtraj release that reads it",
+        "(1.0.0, 1.1.0, 1.2.0, 1.3.0), or use a depthtraj release that reads it",
     ),
     Rule(
         "DT-ATTR-003", "error", "attrs", "2",
         "The `depthtraj` object MUST validate against the v1 model `StoreAttrs` "
         "(JSON Schema `schemas/v1/store-attrs.schema.json`; integers written as JSON integers, "
         "not `4.0`), with its further rules: unique arm and task names, a normalization that "
-        "matches the readout kind, a zoned `created`, and `probes.score` naming the readout's own "
-        "score (`score` for label readouts, `logprob_sum` for text readouts).",
+        "matches the readout kind, a zoned `created`, `probes.score` naming the readout's own "
+        "score (`score` for label readouts, `logprob_sum` for text readouts), a `native` arm whose "
+        "`weights_dtype` is `model.source.dequantized_to` when the weights came from a converted "
+        "file (format 1.3), and a `collection` plan that names its integer `plan_version`.",
         "see schemas/v1/store-attrs.schema.json for the required fields and types",
     ),
     Rule(
