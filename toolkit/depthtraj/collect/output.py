@@ -67,6 +67,17 @@ def stored_execution(out: str):
     except Exception:  # noqa: BLE001 - not (yet) a readable store
         return None
 
+def stored_model(out: str) -> dict | None:
+    """The ``model`` attrs of an existing store (a dict), or None (absent or unreadable: the
+    writer's own checks report an unreadable store)."""
+    try:
+        import zarr
+
+        raw = zarr.open_group(out, mode="r").attrs.get(ATTRS_KEY) or {}
+        return raw["model"] if isinstance(raw.get("model"), dict) else None
+    except Exception:  # noqa: BLE001 - not (yet) a readable store
+        return None
+
 def shard_chunks(chunks: list[slice], shard: tuple[int, int] | None) -> list[slice]:
     """The chunks shard ``(i, n)`` writes: every ``n``-th from chunk ``i - 1`` (all without one)."""
     return chunks if shard is None else chunks[shard[0] - 1 :: shard[1]]

@@ -45,7 +45,7 @@ from .checkpoint import (
 )
 from .gguf import find_gguf
 from .memory import AUTO_BATCH_CAP, auto_batch_size
-from .output import check_out, refuse_shard_rerun, rerun_message, shard_chunks, stored_execution
+from .output import check_out, refuse_shard_rerun, rerun_message, shard_chunks, stored_execution, stored_model
 from .plan import CollectionPlan, check_depths
 from .questions import (
     TARGET_DELIMITER,
@@ -312,7 +312,9 @@ def run(
     gguf = find_gguf(model)
     source = None  # the store's model.source: the GGUF file the weights were converted from
     if gguf is not None:
-        model, source = _gguf_checkpoint(gguf, adapter_cls, adapter, revision, plan.cache_dir, log)
+        stored = stored_model(out) if exists else None
+        model, source = _gguf_checkpoint(gguf, adapter_cls, adapter, revision, plan.cache_dir, log,
+                                         stored=stored, out=out)
         revision = None  # the converted directory is what the file's sha256 says it is
     pins = getattr(adapter_cls, "pinned_revisions", {}) or {}
     pinned = revision is None and str(model) in pins
@@ -505,15 +507,23 @@ def run(
     )
 
 def _gguf_checkpoint(gguf: Path, adapter_cls, adapter: str, revision: str | None, cache_dir: str | None,
-                     log: Callable[[str], None]) -> tuple[str, dict]:
+                     log: Callable[[str], None], *, stored: dict | None = None, out: str = "") -> tuple[str, dict]:
     """``(checkpoint, source)``: the float32 checkpoint converted from the GGUF file ``gguf``
     (cached by its sha256) and the store's ``model.source``. The file's architecture is checked
-    against the adapter's model types, and ``revision`` against its sha256, before the slow
-    conversion."""
+    against the adapter's model types, ``revision`` against its sha256, and the file against the
+    one an existing store (``stored``: its ``model`` attrs) was collected from, before the slow
+    conversion and before any weights load."""
     from .gguf import converted_checkpoint, gguf_record, resolve_gguf
 
     check_models_extra()
     src, ckpt = resolve_gguf(gguf, cache_dir=cache_dir, log=log)
+    if stored is not None:
+        was = stored.get("source") if isinstance(stored.get("source"), dict) else None
+        if was is None or was.get("sha256") != src.sha256:
+            what = (f"the GGUF file {was.get('file')} ({str(was.get('sha256'))[:19]}…)" if was is not None
+                    else f"the checkpoint {stored.get('name')} (revision {str(stored.get('revision'))[:19]})")
+            raise CollectError(f"{out}: the store was collected from {what}, not from {gguf} ({src.sha256[:19]}…); "
+                               "resume it with the model it names")
     accepted = tuple(getattr(adapter_cls, "model_types", ()) or ())
     if accepted and src.model_type not in accepted:
         raise CollectError(f"--adapter {adapter} drives model_type {', '.join(accepted)} checkpoints, but {gguf} is "

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "interval_bars",
     "FULL_WIDTH",
     "analyses_of",
     "arrays",
@@ -87,6 +88,21 @@ def group_rows(rows: Sequence[dict], keys: Sequence[str]) -> dict[tuple, list[di
     for r in rows:
         out.setdefault(tuple(cell_of(r) if k == "cell" else str(r.get(k)) for k in keys), []).append(r)
     return out
+
+
+def interval_bars(ax, x, lo, hi, *, horizontal: bool = False, **errorbar_kw):
+    """Draw the intervals ``[lo, hi]`` at positions ``x`` as error bars (no markers:
+    ``fmt='none'``), whatever the estimate: a percentile bootstrap interval need not contain the
+    point estimate (a few questions, a tie-broken accuracy, a ratio), and matplotlib refuses the
+    negative offsets ``est - lo`` such an interval gives. The bars are centred on the interval's
+    midpoint with half its width, so they span exactly ``[lo, hi]``; draw the estimates
+    separately. Non-finite bounds draw nothing there."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    mid, half = (lo + hi) / 2, np.abs(hi - lo) / 2
+    kw = {"fmt": "none", **errorbar_kw}
+    if horizontal:
+        return ax.errorbar(mid, x, xerr=half, **kw)
+    return ax.errorbar(x, mid, yerr=half, **kw)
 
 
 def arrays(rows: Sequence[dict], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

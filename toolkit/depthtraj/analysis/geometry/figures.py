@@ -36,6 +36,7 @@ from ..core.plotting import (
     coverage,
     depth_ticks,
     group_rows,
+    interval_bars,
     legend_below,
     pyplot,
     safe_name,
@@ -97,8 +98,8 @@ def text_geometry_figure(document: dict, directory: Path) -> list[Path] | str:
         axl.set_ylabel("depth area (%)")
         axl.set_title(f"{cell_title(rs[0], 'readout')}: W_raw and increments", loc="left")
         est, lo, hi = arrays(rs, "delta_dp")
-        axr.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color="tab:red", capsize=3,
-                     label=f"direction + pairing W_res − W_q ({coverage(document)} interval)")
+        interval_bars(axr, x, lo, hi, color="tab:red", capsize=3)
+        axr.plot(x, est, "o", color="tab:red", label=f"direction + pairing W_res − W_q ({coverage(document)} interval)")
         axr.axhline(0, color="black", lw=0.6)
         axr.set_xticks(x, [_cell(r) for r in rs])
         axr.set_xlim(-0.5, len(rs) - 0.5)
@@ -169,8 +170,8 @@ def label_increments_figure(document: dict, directory: Path) -> list[Path] | str
         width = 0.26
         for i, (key, name, color) in enumerate(_INCREMENTS):
             est, lo, hi = arrays(rs, key)
-            ax.bar(x + (i - 1) * width, est, width, color=color, label=name,
-                   yerr=[est - lo, hi - est], capsize=2, error_kw={"lw": 0.8})
+            ax.bar(x + (i - 1) * width, est, width, color=color, label=name)
+            interval_bars(ax, x + (i - 1) * width, lo, hi, color="black", capsize=2, lw=0.8)
         ax.axhline(0, color="black", lw=0.6)
         ax.set_xticks(x, [_cell(r) for r in rs])
         ax.set_ylabel("paired increment (pp)")

@@ -41,6 +41,7 @@ from ..core.plotting import (
     coverage,
     figure_title,
     group_rows,
+    interval_bars,
     pyplot,
     safe_name,
     save,
@@ -139,9 +140,10 @@ def exits_figure(document: dict, directory: Path) -> list[Path] | str:
                     has = c["crosses"]
                     if has.any():
                         crosses = True
-                        ax.errorbar(work[has], y[has], yerr=[y[has] - ylo[has], yhi[has] - y[has]],
-                                    xerr=[work[has] - wlo[has], whi[has] - work[has]], fmt="none", ecolor=colour,
-                                    elinewidth=0.5, alpha=0.5, label="_nolegend_")
+                        for xs, lo_, hi_, horizontal in ((work[has], ylo[has], yhi[has], False),
+                                                         (y[has], wlo[has], whi[has], True)):
+                            interval_bars(ax, xs, lo_, hi_, horizontal=horizontal, ecolor=colour, elinewidth=0.5,
+                                          alpha=0.5, label="_nolegend_")
             for rule in c["rules"]:
                 op = points.get(rule)
                 if op is None or op.get("work_saved") is None:
@@ -150,9 +152,13 @@ def exits_figure(document: dict, directory: Path) -> list[Path] | str:
                     if op.get(okey) is None:
                         continue
                     dots = True
-                    ax.errorbar([op["work_saved"]], [op[okey]], xerr=_err(op, "work_saved"), yerr=_err(op, okey),
-                                marker="o", ms=4.5, color=colour, mec="black", mew=0.6, ls="none", elinewidth=0.8,
-                                capsize=2, label="_nolegend_", zorder=4)
+                    for k, horizontal in (("work_saved", True), (okey, False)):
+                        if op.get(f"{k}_lo") is not None and op.get(f"{k}_hi") is not None:
+                            at = [op[okey]] if horizontal else [op["work_saved"]]
+                            interval_bars(ax, at, [op[f"{k}_lo"]], [op[f"{k}_hi"]], horizontal=horizontal,
+                                          color=colour, elinewidth=0.8, capsize=2, label="_nolegend_", zorder=4)
+                    ax.plot([op["work_saved"]], [op[okey]], marker="o", ms=4.5, color=colour, mec="black", mew=0.6,
+                            ls="none", label="_nolegend_", zorder=4)
         rich = points.get("richer")
         if rich is not None and rich.get("work_saved") is not None:  # its member's curve is drawn as that rule
             member = str(rich["rule"]).split("(", 1)[-1].rstrip(")") if "(" in str(rich["rule"]) else "richer"
@@ -210,7 +216,3 @@ def _firsts(x: np.ndarray, y: np.ndarray) -> list[int]:
             keep.append(i)
     return keep
 
-
-def _err(row: dict, key: str):
-    lo, hi = row.get(f"{key}_lo"), row.get(f"{key}_hi")
-    return None if lo is None or hi is None else [[row[key] - lo], [hi - row[key]]]

@@ -20,14 +20,15 @@ from pathlib import Path
 import numpy as np
 
 from ..core.plotting import (
-    coverage,
     FULL_WIDTH,
     analyses_of,
     arrays,
     cell_of,
     cell_title,
+    coverage,
     figure_title,
     group_rows,
+    interval_bars,
     pyplot,
     safe_name,
     save,
@@ -126,7 +127,8 @@ def precision_figure(document: dict, directory: Path) -> list[Path] | str:
             est, lo, hi = arrays(later, "tau_minus_first")
             x = x0 + np.arange(len(later))
             for xi, r, e, l_, h_ in zip(x, later, est, lo, hi):
-                axc.errorbar([xi], [e], yerr=[[e - l_], [h_ - e]], fmt="o", capsize=3, color=color[r["precision"]])
+                interval_bars(axc, [xi], [l_], [h_], capsize=3, color=color[r["precision"]])
+                axc.plot([xi], [e], "o", color=color[r["precision"]])
             name = f"{pr[0].get('model')}\n" if len(stores) > 1 else ""
             ticks += [(xi, f"{name}{r['precision']} − {pr[0]['precision']}") for xi, r in zip(x, later)]
             x0 += len(later) + 1
