@@ -83,7 +83,9 @@ def store_info(path: str, *, storage_options=None) -> dict[str, Any]:
         "store": str(path),
         "format_version": meta.get("format_version"),
         "model": {"name": model.get("name"), "family": model.get("family"), "revision": model.get("revision"),
-                  "adapter": model.get("adapter")},
+                  "adapter": model.get("adapter"), "source": model.get("source"),
+                  "random_weights": model.get("random_weights")},
+        "collection": meta.get("collection"),
         "readout": {"label": label, "kind": kind, "options_displayed": readout.get("options_displayed"),
                     "normalization": readout.get("normalization"),
                     "prompt_template": (readout.get("prompt_template") or {}).get("id")},
@@ -121,6 +123,17 @@ def depth_kind_text(d) -> str:
     return f"layer (residual stream after layer t, {shared} weights; {how})"
 
 
+def _source_text(src: dict) -> str:
+    """A converted file's provenance (``model.source``, format 1.3) in one line."""
+    size = src.get("size")
+    size_text = f"{size / 2**20:.0f} MiB, " if isinstance(size, int) else ""
+    quant = "/".join(src.get("quantization") or [])
+    return (f"{src.get('format', '?').upper()} file {src.get('file')} ({size_text}{src.get('architecture')}, {quant}; "
+            f"{src.get('sha256')}), dequantized to {src.get('dequantized_to')} by {src.get('converter')}; "
+            f"tokenizer from the {'file' if src.get('tokenizer') == 'gguf' else 'checkpoint'}: "
+            "a quantized file is not the original checkpoint")
+
+
 def _depth_text(depths: list[int]) -> str:
     if len(depths) > 2 and depths == list(range(depths[0], depths[-1] + 1)):
         return f"{depths[0]}..{depths[-1]}"
@@ -137,6 +150,9 @@ def info_lines(info: dict[str, Any]) -> list[str]:
         ("format", str(info["format_version"])),
         ("model", f"{m['name']} (family {m['family']}, revision {m['revision']}"
                   + (f", adapter {adapter.get('name')} {adapter.get('version')})" if adapter else ")")),
+        *([("weights", _source_text(m["source"]))] if isinstance(m.get("source"), dict) else []),
+        *([("weights", "random (a tiny test checkpoint: its numbers describe no trained model)")]
+          if m.get("random_weights") is True else []),
         ("readout", f"{r['label']} ({r['kind']}, options {'shown' if r['options_displayed'] else 'hidden'}{norm}; "
                     f"template {r['prompt_template']})"),
         ("questions", f"{info['n_complete']} complete of {info['n_total']}"

@@ -120,7 +120,8 @@ def glance_table(document: dict, store_attrs: dict):
         for task, arm in keys:
             a, t = acc.get((task, arm), {}), tau.get((task, arm), {})
             row = {"store": Path(store).name, "model": an["model"] + (f" {RANDOM_MARK}" if random.get(store) else ""),
-                   "task": task, "depth_kind": depth_label(store_attrs.get(store, {})), "precision": arm,
+                   "task": task, "readout": an.get("readout"), "depth_kind": depth_label(store_attrs.get(store, {})),
+                   "precision": arm,
                    "N": counts.get((task, arm)), "T": an["endpoint"],
                    "A_T": a.get("A_T"), "A_T_lo": a.get("A_T_lo"), "A_T_hi": a.get("A_T_hi"),
                    "tau": t.get("tau"), "tau_lo": t.get("tau_lo"), "tau_hi": t.get("tau_hi")}
@@ -136,7 +137,11 @@ def glance_table(document: dict, store_attrs: dict):
             rows.append(row)
     several = len({r["store"] for r in rows}) > 1  # one store: the page names it
     cols = [Column("model", "Model", kind="str"), *([Column("store", "Store", kind="str")] if several else []),
-            Column("task", "Task", kind="str"), Column("depth_kind", "Depth t", kind="str"),
+            Column("task", "Task", kind="str"),
+            *([Column("readout", "Readout", kind="str",
+                      description="F1: the options' letters; F2/F3: the answer texts, with their normalisation")]
+              if len({r.get("readout") for r in rows}) > 1 else []),
+            Column("depth_kind", "Depth t", kind="str"),
             Column("precision", "Arm", kind="str"), Column("N", "N", kind="int"), Column("T", "T", kind="int"),
             Column("A_T", "A_T %", "%", True, group="value", digits=1,
                    description="accuracy at the endpoint T (pd:app:tab:text-accuracy)"),

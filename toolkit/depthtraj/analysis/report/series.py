@@ -506,9 +506,10 @@ def accuracy_across_depth(document_or_tables, path, *, relative: bool | None = N
 
     ``relative``: x = t/T; ``None`` (default) chooses it when the stores' T differ, so a 6-layer
     and a 32-step store share one axis. ``random`` (or ``random_weights``): store (path, or its
-    file name) → bool; a random-weight model's line says so in the legend. The legend names model,
-    task and arm (and the readout where stores differ in it); arms with equal curves are named
-    together."""
+    file name) → bool; a random-weight model's line says so in the legend. The legend names the
+    model (the title does when there is one), task and arm (and the readout where stores differ
+    in it, the store where two stores of one model share a readout); arms with equal curves are
+    named together."""
     random_weights = random if random is not None else random_weights
     lines = _accuracy_lines(document_or_tables)
     if not lines:
@@ -521,17 +522,21 @@ def accuracy_across_depth(document_or_tables, path, *, relative: bool | None = N
     with plt.rc_context(_FIRST_SCREEN):  # a size up: the first screen, read scaled to 700 px too
         fig, ax = plt.subplots(figsize=(FULL_WIDTH, 3.3))
         parts = []
-        for ln in lines:  # the legend always names model, task and arm
-            who = ln.model
-            if len({x.store for x in lines if x.model == ln.model}) > 1:
-                who += f" ({Path(ln.store).stem})"
+        one_model = len({ln.model for ln in lines}) == 1  # then the title names it, not every line
+        for ln in lines:  # the legend names model (unless one), task, readout (where they differ) and arm
+            who = "" if one_model else ln.model
+            twins = {x.store for x in lines if (x.model, x.readout) == (ln.model, ln.readout)}
+            if len(twins) > 1:  # stores of one model and readout: told apart by their names
+                who += f" ({Path(ln.store).stem})" if who else Path(ln.store).stem
             if _lookup(random_weights, ln.store):
                 who += " (random weights)"
-            readout = f" · {ln.readout}" if len({x.readout for x in lines}) > 1 else ""
-            parts.append(f"{who} · {task_name(ln.cell)}{readout} · {' = '.join(ln.arms)}")
+            readout = [ln.readout] if len({x.readout for x in lines}) > 1 else []
+            parts.append(" · ".join([*([who.strip()] if who.strip() else []), task_name(ln.cell), *readout,
+                                     " = ".join(ln.arms)]))
         banded = False
+        ncol = 2 if max(len(p) for p in parts) <= 44 else 1
         for ln, label, (colour, style) in zip(lines, parts, _styles(lines)):
-            h = _draw(ax, ln, "A_t", colour, style, rel, "\n".join(textwrap.wrap(label, 60)))
+            h = _draw(ax, ln, "A_t", colour, style, rel, "\n".join(textwrap.wrap(label, 60 if ncol == 1 else 44)))
             banded |= h is not None and bool(np.isfinite(ln.series["A_t"][1]).any())
         ax.set_ylabel("accuracy A_t (%)")
         _depth_axis(ax, rel, depth_name)
@@ -543,8 +548,9 @@ def accuracy_across_depth(document_or_tables, path, *, relative: bool | None = N
         else:
             why = f"; T={'/'.join(f'{t:g}' for t in Ts)}"
         band = f"; bands: pointwise {level + ' ' if level else ''}whole-question intervals" if banded else ""
-        figure_title(fig, f"Accuracy across depth (A_t at every recorded depth, A_T at T){why}{band}",
+        model = f"{lines[0].model}: " if one_model else ""
+        figure_title(fig, f"{model}accuracy across depth (A_t at every recorded depth, A_T at T){why}{band}",
                      fontsize=_FIRST_SCREEN["axes.titlesize"])
-        legend_below(fig, ax, ncol=2)
+        legend_below(fig, ax, ncol=ncol)
     target = _paths(Path(path), "accuracy-across-depth", 1)[0]
     return [save(fig, target, label="accuracy-across-depth", panels=1)]
