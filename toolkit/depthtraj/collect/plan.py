@@ -242,6 +242,24 @@ class CollectionPlan(_Plan):
         records)."""
         return self.model_dump(mode="json")
 
+    def absolute(self) -> CollectionPlan:
+        """A copy whose local paths that exist (``model``, ``lens``, each task's ``data`` and
+        ``include_path``, a local ``out``, ``cache_dir``) are absolute, so the plan a store
+        records reruns from any working directory (``collect --resume --out STORE``); hub ids and
+        URLs are kept as they are."""
+
+        def resolved(value: str | None) -> str | None:
+            if value is None or "://" in value:
+                return value
+            p = Path(value).expanduser()
+            return str(p.resolve()) if p.exists() else value
+
+        tasks = [t.model_copy(update={"data": resolved(t.data), "include_path": resolved(t.include_path)})
+                 for t in self.tasks]
+        out = self.out if "://" in self.out else str(Path(self.out).expanduser().resolve())
+        return self.model_copy(update={"model": resolved(self.model), "lens": resolved(self.lens), "tasks": tasks,
+                                       "out": out, "cache_dir": resolved(self.cache_dir)})
+
     def with_(self, **changes: Any) -> CollectionPlan:
         """A copy with ``changes`` applied and checked again."""
         return type(self).parse({**self.model_dump(), **changes})

@@ -442,7 +442,7 @@ def run(
         probes=Probes(anchors=anchors, score="score" if readout == "label" else "logprob_sum", draws=probe_draws)
         if anchors else None,
         depth=getattr(runner, "depth_info", RECURRENCE_DEPTH),
-        collection=plan.document(),
+        collection=plan.absolute().document(),
         notes="; ".join(notes),
     )
     # text readouts also record lm-eval's per-candidate greedy flag at every depth
