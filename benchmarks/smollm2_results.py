@@ -120,7 +120,7 @@ class Runner:
         t0 = time.perf_counter()
         env = {**os.environ, **ENV}
         with open(stdout, "w") if stdout else open(os.devnull, "w") as fh:
-            proc = subprocess.run(argv, stdout=fh, stderr=subprocess.PIPE, text=True, env=env)
+            proc = subprocess.run(argv, stdout=fh, stderr=subprocess.PIPE, text=True, env=env, check=False)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-6000:])
@@ -199,24 +199,31 @@ def collect(runner: Runner, store: Path, *, task: str, data: Path, readout: str,
             "--data", str(data), *(["--limit", str(limit)] if limit else []), "--readout", readout,
             "--precision", "native", "--out", str(store), "--resume"]
     if store.exists():
-        have = store_questions(store)
+        have, complete = store_questions(store)
         if have is not None and have != expected:
             raise SystemExit(f"smollm2_results: {store} holds {have} questions, this run asks for {expected}: "
                              "use another --out for another configuration")
+        if complete == expected:
+            log(f"collect {store.name}: complete ({complete} questions), nothing to collect")
+            return {"store": store.name, "wall_s": 0.0, "collected": 0, "command": runner.shown(argv)}
     wall, err = runner.run(argv, what=f"collect {store.name}")
-    m = re.search(r"(\d+) questions \((\d+) collected, (\d+) already complete\) in ([\d.]+) s", err)
+    m = re.search(r"(\d+) questions \((\d+) collected, (\d+) already complete\)", err)
     collected = int(m.group(2)) if m else None
-    return {"store": store.name, "wall_s": round(wall, 1), "collected": collected,
-            "collect_s": float(m.group(4)) if m else None}
+    # the progress lines' last "n/n questions (100 %), … (S s)": the collection itself, after loading
+    done = re.findall(r"(\d+)/\d+ questions \(100 %\), [\d.]+ q/s \((\d+) s\)", err)
+    rate = round(int(done[-1][1]) / int(done[-1][0]), 2) if done and int(done[-1][0]) else None
+    return {"store": store.name, "wall_s": round(wall, 1), "collected": collected, "rate_s_per_q": rate,
+            "command": runner.shown(argv)}
 
 
-def store_questions(store: Path) -> int | None:
+def store_questions(store: Path) -> tuple[int | None, int | None]:
+    """``(questions, complete questions)`` of a store (``depthtraj info``), ``None`` when unreadable."""
     try:
         info = json.loads(subprocess.run([depthtraj_exe(), "info", str(store), "-f", "json"], capture_output=True,
-                                         text=True, env={**os.environ, **ENV}).stdout)
+                                         text=True, env={**os.environ, **ENV}, check=False).stdout)
     except (json.JSONDecodeError, OSError):
-        return None
-    return info.get("n_total") if isinstance(info, dict) else None
+        return None, None
+    return (info.get("n_total"), info.get("n_complete")) if isinstance(info, dict) else (None, None)
 
 
 def converted_checkpoint(gguf: Path) -> Path:
@@ -311,7 +318,7 @@ def flips(store: Path) -> dict[str, dict]:
     keep = np.asarray(ds["complete"].values, dtype=bool)
     w = dynamics.winners(ds).isel(arrangement=0).sel(precision="native").compute().values[keep]  # [q, depth]
     depths = [int(t) for t in ds["depth"].values]
-    tasks = np.asarray(ds["task"].values)[keep].astype(str)
+    tasks = np.array([str(x) for x in ds["task"].values], dtype=object)[keep]
     K = np.asarray(ds["n_candidates"].values)[keep]
     label = np.asarray(ds["label"].values)[keep]
     out = {}
@@ -337,10 +344,25 @@ def flips(store: Path) -> dict[str, dict]:
     return out
 
 
-def analyses(doc: dict, store: Path, readout: str, grid: str) -> dict | None:
-    for a in doc["analyses"]:
-        if Path(a["store"]).name == store.name and a["readout"] == readout and a["grid"] == grid:
-            return a
+def analysis_with(doc: dict, store: Path, readout: str, table: str, grid: str = "native") -> dict | None:
+    """The analysis of ``store`` × ``readout`` that holds ``table``: the one of ``grid`` when it
+    does (§3's tables come once per candidate grid), else the first that does (the per-depth
+    tables, accuracy, τ, energies, §7, come with the first grid's analysis only)."""
+    found = [a for a in doc["analyses"]
+             if Path(a["store"]).name == store.name and a["readout"] == readout and table in a["tables"]]
+    return next((a for a in found if a["grid"] == grid), found[0] if found else None)
+
+
+def rows_of(doc: dict, store: Path, readout: str, table: str, grid: str = "native") -> dict[str, list[dict]]:
+    """``table``'s rows of the ``native`` arm per task (see :func:`analysis_with`)."""
+    return task_rows(analysis_with(doc, store, readout, table, grid), table)
+
+
+def title_of(doc: dict, stores: list[Path], readout: str, table: str) -> str | None:
+    for s in stores:
+        a = analysis_with(doc, s, readout, table)
+        if a is not None:
+            return a["tables"][table]["title"]
     return None
 
 
@@ -355,18 +377,17 @@ def task_rows(a: dict | None, table: str) -> dict[str, list[dict]]:
 
 
 def accuracy_series(doc: dict, store: Path, readout: str) -> dict[str, dict]:
-    """Per task: A_t with its interval at every layer t = 1..T (the transitions table of the
-    native grid, and A_T from the accuracy table), the best layer, N."""
-    a = analyses(doc, store, readout, "native")
+    """Per task: A_t with its interval at every layer t = 1..T (the transitions table, every
+    recorded depth, and A_T from the accuracy table), the best layer, N."""
     series = {}
-    end = task_rows(a, "accuracy")
-    for task, rows in task_rows(a, "transitions").items():
+    end = rows_of(doc, store, readout, "accuracy")
+    for task, rows in rows_of(doc, store, readout, "transitions").items():
         pts = {int(r["depth"]): (r["A_t"], r.get("A_t_lo"), r.get("A_t_hi")) for r in rows}
         (e,) = end[task]
         pts[int(e["T"])] = (e["A_T"], e.get("A_T_lo"), e.get("A_T_hi"))
         best = max(sorted(pts), key=lambda t: (pts[t][0], -t))
-        series[task] = {"A": pts, "best": best, "T": int(e["T"]), "N": int(rows[0].get("N_WC", 0) + rows[0].get("N_CW", 0)
-                        + rows[0].get("N_WWp", 0) + rows[0].get("N_CC", 0) + rows[0].get("N_WW", 0)),
+        n = sum(rows[0].get(k) or 0 for k in ("N_WC", "N_CW", "N_WWp", "N_CC", "N_WW"))  # every labelled question
+        series[task] = {"A": pts, "best": best, "T": int(e["T"]), "N": int(n),
                         "transitions": {int(r["depth"]): r for r in rows}, "end": e}
     return series
 
@@ -403,9 +424,9 @@ def figure_accuracy(series: dict, lm: dict | None, chance: dict, path: Path) -> 
                 ax.fill_between(ts, lo, hi, color=color, alpha=0.15, lw=0)
         c = chance.get(tname)
         if c is not None:
-            ax.axhline(c, color="grey", lw=1, ls="-.", label=f"chance ({c:.1f} %)" if tname == tasks[0] else None)
-            if tname != tasks[0]:
-                ax.text(1, c + 0.8, f"chance {c:.1f} %", color="grey", fontsize=8)
+            ax.axhline(c, color="grey", lw=1, ls="-.", label="chance (mean of 1/K)")
+            ax.annotate(f"chance {c:.1f} %", (T + 0.4, c), xytext=(0, 3), textcoords="offset points",
+                        ha="right", va="bottom", color="dimgrey", fontsize=8)
         if lm and tname == "ARC-Challenge":
             ax.plot([T], [100 * lm["acc"]], marker="*", ms=12, color="tab:green", ls="none",
                     label="lm-eval simple_evaluate: acc, acc_norm at layer 30")
@@ -468,23 +489,100 @@ def figure_settled(flip_stats: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def figure_energy(doc: dict, stores: list[Path], path: Path) -> None:
+    """Mean contrast energy Q and common energy C = E − Q of the adjacent updates t → t+1 (nats²,
+    log scale; the ``energy_shares`` table), one panel per task, label and answer-text readouts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = []
+    for s in stores:
+        readout = "F1" if "label" in s.name else "F2 char"
+        for task, rows in rows_of(doc, s, readout, "energy_shares").items():
+            rows = sorted(rows, key=lambda r: int(str(r["interval"]).split("\u2192")[0]))
+            x = [int(str(r["interval"]).split("\u2192")[1]) for r in rows]
+            q = [r["mean_Q"] for r in rows]
+            c = [max(r["mean_E"] - r["mean_Q"], 1e-12) for r in rows]
+            curves.append((task_name(task), readout, x, q, c))
+    tasks = sorted({c[0] for c in curves})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(11, 4.0), sharey=True, squeeze=False)
+    colors = {"F1": "tab:blue", "F2 char": "tab:orange"}
+    for ax, tname in zip(axes[0], tasks, strict=True):
+        for task, readout, x, q, c in curves:
+            if task != tname:
+                continue
+            ax.plot(x, q, color=colors[readout], lw=2, label=f"{READOUTS[readout]}: contrast Q")
+            ax.plot(x, c, color=colors[readout], lw=1.2, ls="--", label=f"{READOUTS[readout]}: common C = E − Q")
+        ax.set_yscale("log")
+        ax.set_title(tname, fontsize=11)
+        ax.set_xlabel("update from layer t − 1 to layer t")
+        ax.set_xticks([2, 5, 10, 15, 20, 25, 30])
+        ax.set_xlim(1.5, T + 0.5)
+        ax.grid(alpha=0.3, which="major")
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0][0].set_ylabel("mean energy over questions (nats², log)")
+    h, lab = axes[0][0].get_legend_handles_labels()
+    fig.legend(h, lab, loc="lower center", ncol=2, fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.01))
+    fig.suptitle("Energy of each layer's update: the part that changes comparisons (Q) and the common shift (C)",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+
+
+#: The report's figures the page shows (label readout for the ladder and the exits, answer text
+#: for the earliest-depth curves), by the start of their file names.
+REPORT_FIGURES = {"ladder": ("ladder_", "_F1_"), "text_cdf": ("text-cdf_", "_F2-char_"), "exits": ("exits_", "-label_")}
+
+
 def copy_report_figures(report: Path, assets: Path) -> dict[str, list[str]]:
-    """The report's figures the page shows, renamed by what they are."""
-    figs = report / "figures"
-    wanted = {"ladder": "ladder_*F1*.png", "text_cdf": "text-cdf_*F2-char*.png", "energy": "energy_*.png",
-              "prediction": "prediction_*.png", "exits": "exits_*.png", "text_geometry": "text-geometry_*F2-char*.png"}
+    """Copy the report's figures the page shows, named ``<kind>-<task>.png``."""
     out: dict[str, list[str]] = {}
-    for key, pattern in wanted.items():
-        for i, src in enumerate(sorted(figs.glob(pattern))):
-            stem = src.stem.lower()
-            tag = "arc" if "arc" in stem else ("mmlu" if "mmlu" in stem else "")
-            readout = "text" if ("text" in stem.split("_", 1)[-1] or "-text" in stem) else ""
-            name = "-".join(x for x in (key.replace("_", "-"), tag, readout) if x) + ".png"
-            if name in {n for v in out.values() for n in v}:
-                name = name.removesuffix(".png") + f"-{i}.png"
+    for key, (prefix, marker) in REPORT_FIGURES.items():
+        for src in sorted((report / "figures").glob(f"{prefix}*.png")):
+            if marker not in src.name:
+                continue
+            task = "arc" if "arc" in src.name else "mmlu"
+            name = f"{key.replace('_', '-')}-{task}.png"
             shutil.copyfile(src, assets / name)
             out.setdefault(key, []).append(name)
     return out
+
+
+#: Headers of the comparison tables' columns where the page uses the paper's symbols.
+HEADERS = {"epsilon": "ε %", "W_raw": "W_raw %", "W_q": "W_q %", "agreement": "agreement %", "d_epsilon": "Δε pp",
+           "d_accuracy": "ΔA pp", "d_q_minus_mean": "Δ(W_q − W_mean) pp", "xi": "Ξ %", "tau": "τ %",
+           "dW_quarter": "Δ_tr, grid quarter pp", "dW_native": "Δ_tr, grid native pp"}
+
+
+def render_comparison(c: dict, keys: list[str], out: Path) -> list[str]:
+    """A comparison table of the analysis JSON as Markdown (its own headers and units where
+    :data:`HEADERS` names no symbol)."""
+    cols = {x["key"]: x for x in c["columns"]}
+    keys = [k for k in keys if k in cols]
+    head = []
+    for k in keys:
+        h, unit = cols[k]["header"], cols[k].get("unit") or ""
+        head.append(HEADERS.get(k) or (f"{h} ({unit})" if unit and unit not in h and unit != "questions" else h))
+    rows = []
+    for r in c["rows"]:
+        cells = []
+        for k in keys:
+            v = r.get(k)
+            if k == "store":
+                cells.append(" − ".join(f"`{Path(p.strip()).name}`" for p in str(v).split(" − ")))
+            elif k == "task":
+                cells.append(task_name(str(v)))
+            elif cols[k].get("interval"):
+                cells.append(col(r, k))
+            elif isinstance(v, float):
+                cells.append(f"{v:.0f}" if v.is_integer() else f"{v:.1f}")
+            else:
+                cells.append("–" if v is None else str(v).replace(str(out) + "/", ""))
+        rows.append(cells)
+    return md_table(head, rows)
 
 
 # ----------------------------------------------------------------------------------------- machine
@@ -545,7 +643,7 @@ def write_page(ctx: dict, path: Path) -> None:
             "The full run is `python benchmarks/smollm2_results.py` with its defaults (every ARC-Challenge test "
             f"question and the whole test splits of {', '.join(DEFAULT_SUBJECTS)}); it rewrites this page.")
     else:
-        add(f"!!! note \"The full run\"")
+        add("!!! note \"The full run\"")
         add(f"    This page comes from `{cfg['invocation']}`, the script's default configuration.")
     add("")
     add("## What was run")
@@ -667,18 +765,21 @@ def write_page(ctx: dict, path: Path) -> None:
     rows = []
     for readout in ("F1", "F2 char"):
         for store in ctx["store_paths"]:
-            a = analyses(doc, store, readout, "native")
-            lv, dr = task_rows(a, "levels"), task_rows(a, "direction")
+            lv, dr = rows_of(doc, store, readout, "levels"), rows_of(doc, store, readout, "direction")
             for task, (r,) in lv.items():
                 d = dr[task][0]
                 rows.append([task_name(task), READOUTS[readout], col(r, "W_raw"), col(r, "W_q"), col(r, "W_dir"),
                              col(r, "W_res"), col(d, "delta_tr"), col(d, "delta_dir"), col(d, "delta_pair")])
     L += md_table(head, rows)
-    for key, caption in (("ladder", "The report's ladder figure (pd:fig:ladder), label readout: where the "
-                                    "geometric gains arise, layer by layer."),
-                         ("text_cdf", "The report's earliest-depth distributions F_j(d) for the answer-text "
-                                      "readout (pd:app:fig:text-cdf).")):
+    captions = {"ladder": ("The report's gain profile (pd:fig:ladder), label readout, {task}: at each depth d, how "
+                           "many more questions (pp) the quotient test certifies by d than the raw test (G_tr, "
+                           "translation removed) and the reserve than the quotient test (G_dp, direction and "
+                           "pairing)."),
+                "text_cdf": ("The report's earliest-depth distributions F_j(d) = Pr(D_j ≤ d), answer-text readout, "
+                             "{task} (pd:app:fig:text-cdf).")}
+    for key, caption in captions.items():
         for name in figs.get(key, []):
+            caption = caption.format(task="ARC-Challenge" if "arc" in name else "MMLU")
             add(f"![{caption}]({'../' + str(ASSETS / name)})")
             add("")
             add(f"*{caption}*")
@@ -693,16 +794,10 @@ def write_page(ctx: dict, path: Path) -> None:
     add("")
     head = ["Task", "Readout", "τ %", "Q early", "Q late", "ρ_Q", "C early", "C late", "ρ_C", "Ξ_obs %", "Ξ_marg %"]
     rows = []
-    early_late = None
+    early_late = title_of(doc, ctx["store_paths"], "F1", "energy")
     for readout in ("F1", "F2 char"):
         for store in ctx["store_paths"]:
-            a = analyses(doc, store, readout, "native") or {}
-            tau, en, xi = task_rows(a, "tau"), task_rows(a, "energy"), task_rows(a, "marginal")
-            if not en and (q := analyses(doc, store, readout, "quarter")):
-                en, xi = task_rows(q, "energy"), task_rows(q, "marginal")
-                early_late = early_late or q["tables"].get("energy", {}).get("title")
-            elif en:
-                early_late = early_late or a["tables"]["energy"]["title"]
+            tau, en, xi = (rows_of(doc, store, readout, name) for name in ("tau", "energy", "marginal"))
             for task in sorted(set(tau) | set(en)):
                 t_ = tau.get(task, [{}])[0]
                 e = en.get(task, [{}])[0]
@@ -714,67 +809,57 @@ def write_page(ctx: dict, path: Path) -> None:
     if early_late:
         add(f"Energies in nats²; windows as the report chose them: {early_late.split('), ', 1)[-1]}.")
         add("")
-    for name in figs.get("energy", []):
-        cap = "The report's energy allocation within contracting updates (pd:fig:mass), label readout, " + \
-              ("ARC-Challenge" if "arc" in name else "MMLU") + "."
-        add(f"![{cap}]({'../' + str(ASSETS / name)})")
-        add("")
-        add(f"*{cap}*")
-        add("")
-
-    add("## Label against answer text on the same questions (§6)")
+    add(f"![Energy of each layer's update]({'../' + str(ASSETS / 'energy.png')})")
     add("")
-    fmt = next((c for c in doc.get("comparisons", []) if c["name"] == "format"), None)
+    add("*Mean contrast energy Q and common energy C of the update from layer t − 1 to layer t, per task and "
+        "readout (the report's `energy_shares` table; the report's own energy figure splits C further for the "
+        "label readout).*")
+    add("")
+
+    add("## Label against answer text, and the scoring variants (§6)")
+    add("")
+    fmt = next((c for c in ctx["format"].get("comparisons", []) if c["name"] == "format"), None)
     if fmt and fmt["rows"]:
-        add(f"{fmt['title'].replace(str(ctx['out']) + '/', '')}. ε is the share of intermediate answers on the "
-            "grid that differ from their own layer-30 answer; the difference rows are paired over the shared "
-            "questions (%, pp; 95 % intervals):")
+        add(f"MMLU, the same questions under both readouts (`depthtraj analyze` of the two MMLU stores): "
+            f"{fmt['title'].replace(str(ctx['out']) + '/', '')}. ε is the share of intermediate answers on the "
+            "grid that differ from their own layer-30 answer; the difference row is paired over the shared "
+            "questions (95 % intervals):")
         add("")
-        head = ["Store", "Readout", "Task", "N", "ε %", "W_q %", "Δε pp", "ΔA pp", "agreement %"]
-        rows = [[Path(r["store"].split(" − ")[0]).name + (" − " + Path(r["store"].split(" − ")[1]).name
-                                                          if " − " in r["store"] else ""),
-                 r["readout"], task_name(r["task"]), r["N"], col(r, "epsilon"), col(r, "W_q"), col(r, "d_epsilon"),
-                 col(r, "d_accuracy"), col(r, "agreement")] for r in fmt["rows"]]
-        L += md_table(head, rows)
+        L += render_comparison(fmt, ["store", "readout", "task", "N", "correct", "epsilon", "W_raw", "W_q",
+                                     "d_epsilon", "d_accuracy", "d_q_minus_mean", "agreement"], ctx["out"])
     else:
-        add("The stores share no questions, so the report has no same-question comparison.")
+        add("The MMLU stores share no questions, so there is no same-question comparison.")
         add("")
     add("The ARC-Challenge label store (`arc_challenge`, questions keyed by their AI2 ids) and answer-text store "
         "(`lmeval:arc_challenge`, keyed by lm-eval's document index) do not share question ids, so only MMLU is "
-        "paired here; the accuracy table above compares both tasks side by side.")
+        "paired; the accuracy tables above set both tasks side by side.")
     add("")
-    for name in figs.get("prediction", []):
-        cap = ("The report's prediction trajectories (pd:fig:prediction), " +
-               ("ARC-Challenge" if "arc" in name else "MMLU") +
-               ": disagreement with the layer-30 answer and accuracy, per readout.")
-        add(f"![{cap}]({'../' + str(ASSETS / name)})")
+    var = next((c for c in doc.get("comparisons", []) if c["name"] == "text_variants"), None)
+    if var and var["rows"]:
+        add(f"{var['title']}: the answer-text stores under the paper's per-character score (`char`), lm-eval's "
+            "`acc` (`sum`) and `acc_norm` (`lmeval`), beside the label stores; Ξ and τ as above, ΔW the depth-area "
+            "gain of removing translation (W_q − W_raw) on each grid (%, pp; 95 % intervals):")
         add("")
-        add(f"*{cap}*")
-        add("")
+        L += render_comparison(var, ["store", "task", "readout", "correct", "xi", "tau", "dW_quarter", "dW_native"],
+                               ctx["out"])
 
     add("## Predicting the final answer from a prefix (§7)")
     add("")
-    pp_rows, ex_rows, pp_title, ex_title = [], [], None, None
+    pp_rows, ex_rows = [], []
+    pp_title = title_of(doc, ctx["store_paths"], "F1", "prefix_prediction")
+    ex_title = title_of(doc, ctx["store_paths"], "F1", "exit_rules")
     for store in ctx["store_paths"]:
         for readout in ("F1", "F2 char"):
-            for grid in ("quarter", "native"):
-                a = analyses(doc, store, readout, grid)
-                if a is None:
-                    continue
-                for task, rs in task_rows(a, "prefix_prediction").items():
-                    pp_title = pp_title or a["tables"]["prefix_prediction"]["title"]
-                    for r in rs:
-                        if r.get("work") is not None:
-                            pp_rows.append([task_name(task), READOUTS[readout], r["ranking"], col(r, "work"),
-                                            col(r, "disagree_exits"), col(r, "exits")])
-                for task, rs in task_rows(a, "exit_rules").items():
-                    ex_title = ex_title or a["tables"]["exit_rules"]["title"]
-                    for r in rs:
-                        ex_rows.append([task_name(task), READOUTS[readout], r["rule"], r.get("direction") or "–",
-                                        col(r, "work_saved"), col(r, "disagreement"), col(r, "accuracy_exit"),
-                                        col(r, "accuracy_T")])
-                if pp_title and a["grid"] == "quarter":
-                    break
+            for task, rs in rows_of(doc, store, readout, "prefix_prediction").items():
+                for r in rs:
+                    if r.get("work") is not None:
+                        pp_rows.append([task_name(task), READOUTS[readout], r["ranking"], col(r, "work"),
+                                        col(r, "disagree_exits"), col(r, "exits")])
+            for task, rs in rows_of(doc, store, readout, "exit_rules").items():
+                for r in rs:
+                    ex_rows.append([task_name(task), READOUTS[readout], r["rule"], r.get("direction") or "–",
+                                    col(r, "work_saved"), col(r, "disagreement"), col(r, "accuracy_exit"),
+                                    col(r, "accuracy_T")])
     if pp_rows:
         add(f"{pp_title}. Work is the share of layers an exit at the threshold saves (%); the exits' disagreement "
             "with the layer-30 answer (%):")
@@ -788,6 +873,14 @@ def write_page(ctx: dict, path: Path) -> None:
                        "accuracy at 30 %"], ex_rows)
     if not pp_rows and not ex_rows:
         add("The stores do not support §7's prefix study here.")
+        add("")
+    for name in figs.get("exits", []):
+        cap = ("The report's stopping-rule curves (`depthtraj exits`), label readout, " +
+               ("ARC-Challenge" if "arc" in name else "MMLU") + ": work saved against disagreement with layer 30 "
+               "and against accuracy, every rule.")
+        add(f"![{cap}]({'../' + str(ASSETS / name)})")
+        add("")
+        add(f"*{cap}*")
         add("")
 
     add("## Caveats")
@@ -820,8 +913,8 @@ def write_page(ctx: dict, path: Path) -> None:
     add(cfg["invocation"] + "   # the run that wrote this page")
     add("```")
     add("")
-    add(f"The commands it ran (`$GGUF` is the wheel's file, `$OUT` the output directory, `{ctx['out_shown']}` "
-        "here), with their wall times:")
+    add(f"The commands it ran, with their wall times (`$GGUF` is the wheel's file, `$DATA` the benchmark data, "
+        f"`$OUT` the output directory, `{ctx['out_shown']}` here):")
     add("")
     add("```text")
     for c in ctx["commands"]:
@@ -842,7 +935,7 @@ def write_page(ctx: dict, path: Path) -> None:
 
 
 def duration(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
+    m, s = divmod(round(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h} h {m:02d} min" if h else (f"{m} min {s:02d} s" if m else f"{s} s")
 
@@ -901,10 +994,11 @@ def main(argv: list[str] | None = None) -> int:
         t = collect(runner, out / name, task=task, data=src, readout=readout, limit=limit, expected=n)
         prev = timings.get(name, {})
         if t["collected"]:
-            t["rate_s_per_q"] = round((t["collect_s"] or t["wall_s"]) / t["collected"], 2)
             t["wall_total_s"] = round(prev.get("wall_total_s", 0) + t["wall_s"], 1)
-        else:  # nothing left to collect: keep what the run that collected it measured
-            t = {**prev, "resumed_complete": True} if prev else t
+            if prev.get("rate_s_per_q") and t["rate_s_per_q"] is None:
+                t["rate_s_per_q"] = prev["rate_s_per_q"]
+        elif prev:  # nothing left to collect: keep what the invocations that collected it measured
+            t = {**prev, "command": t["command"]}
         timings[name] = t
         state["collect"] = timings
         state_path.write_text(json.dumps(state, indent=1) + "\n")
@@ -944,6 +1038,11 @@ def main(argv: list[str] | None = None) -> int:
             if r.get("subject"):
                 by_subject.setdefault(a["readout"], {})[r["subject"]] = r
 
+    runner.run([dt, "analyze", str(out / "mmlu-label.zarr"), str(out / "mmlu-text.zarr"), "--sections", "3,4",
+                "--bootstrap", str(args.bootstrap), "-f", "json"], stdout=out / "mmlu-format.json",
+               what="analyze MMLU label vs answer text on the same questions (§6)")
+    fmt_doc = json.loads((out / "mmlu-format.json").read_text())
+
     series = {}
     for readout in READOUTS:
         for s in stores:
@@ -967,11 +1066,12 @@ def main(argv: list[str] | None = None) -> int:
         assets.mkdir(parents=True)
         figure_accuracy(series, lm, chance, assets / "accuracy.png")
         figure_settled(flip_stats, assets / "settled.png")
+        figure_energy(doc, stores, assets / "energy.png")
         figs = copy_report_figures(report, assets)
         created = {}
         for s in stores:
             info = json.loads(subprocess.run([dt, "info", str(s), "-f", "json"], capture_output=True, text=True,
-                                             env={**os.environ, **ENV}).stdout)
+                                             env={**os.environ, **ENV}, check=True).stdout)
             created[s.name] = str(info.get("created", ""))[:10] or "?"
         store_lines = []
         for name, _task, _src, _readout, _limit, n, what in plan:
@@ -986,8 +1086,12 @@ def main(argv: list[str] | None = None) -> int:
                "report": doc, "stores": store_lines, "store_paths": stores, "flips": flip_stats, "series": series,
                "lmeval": lm, "compare": cmp_, "summary": summ, "machine": machine(), "figures": figs,
                "chance": chance, "by_subject": by_subject, "out": out, "out_shown": str(args.out),
-               "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "created": created,
-               "gguf_name": gguf.name, "gguf_sha": sha, "commands": runner.commands,
+               "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M"), "created": created,
+               "gguf_name": gguf.name, "gguf_sha": sha, "format": fmt_doc,
+               "commands": [{"what": f"collect {name}", "command": timings[name]["command"],
+                             "wall_s": timings[name].get("wall_total_s") or timings[name]["wall_s"]}
+                            for name, *_ in plan]
+                           + [c for c in runner.commands if not c["what"].startswith("collect ")],
                "total_wall": duration(time.perf_counter() - t_start) + " (this invocation; resumed stores count "
                              "the collection of earlier invocations above)"}
         write_page(ctx, args.docs / PAGE)

@@ -23,6 +23,7 @@ is the file's (``tokenizer: gguf``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -253,9 +254,15 @@ def converted_checkpoint(src: GGUFSource, *, cache_dir: str | Path | None = None
                          log: Callable[[str], None] | None = None) -> Path:
     """The float32 checkpoint directory converted from ``src``: from the cache when an earlier
     run converted the same bytes (its manifest names the same sha256, size and conversion
-    version; said in ``log``), else converted now (``from_pretrained(..., gguf_file=...)``,
-    model and tokenizer, then ``save_pretrained``) into a temporary sibling and renamed into
-    place, so a killed conversion leaves no entry that looks complete.
+    version), else converted now (``from_pretrained(..., gguf_file=...)``, model and tokenizer,
+    then ``save_pretrained``) into a temporary sibling and renamed into place, so a killed
+    conversion leaves no entry that looks complete.
+
+    Processes converting the same file at once (shards started together, parallel test
+    workers) take turns on a lock file beside the entry (``<sha256>.lock``, ``fcntl.flock``
+    where the platform has it): the first converts, the others wait (said in ``log``) and then
+    load its entry. A complete entry is never removed; only an entry of another conversion
+    version, or a damaged one, is replaced.
 
     Raises
     ------
@@ -265,39 +272,78 @@ def converted_checkpoint(src: GGUFSource, *, cache_dir: str | Path | None = None
     log = log or (lambda msg: None)
     root = cache_root(cache_dir) / "gguf"
     entry = root / src.sha256.removeprefix("sha256:")
-    manifest = _read_manifest(entry)
-    if manifest is not None and manifest.get("sha256") == src.sha256 and manifest.get("size") == src.size \
-            and manifest.get("conversion") == CONVERSION_VERSION:
+    if _complete(entry, src):
         return entry
     try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name[:16]}.tmp-", dir=root))
     except OSError as exc:
         raise CollectError(f"--cache-dir {root.parent}: cannot write the GGUF conversion cache "
                            f"({exc.strerror or exc}); set DEPTHTRAJ_CACHE_DIR or --cache-dir") from None
-    log(f"--model {src.path}: converting the GGUF file ({src.size / 2**20:.0f} MiB, {src.architecture}, "
-        f"{'/'.join(src.quantization)}) to a float32 checkpoint in {entry} (once per file: later runs load it "
-        "from there)")
-    try:
-        _convert(src, tmp)
-        (tmp / MANIFEST).write_text(json.dumps({
-            "conversion": CONVERSION_VERSION, **{k: (str(v) if isinstance(v, Path) else v)
-                                                 for k, v in asdict(src).items()},
-            "converter": _converter(), "dequantized_to": DEQUANTIZED_TO,
-        }, indent=2) + "\n", encoding="utf-8")
-        if entry.exists():  # an older conversion (another version), or a damaged one
-            shutil.rmtree(entry)
-        os.replace(tmp, entry)
-    except CollectError:
-        raise
-    except OSError as exc:
-        raise CollectError(f"--cache-dir {root.parent}: cannot write the converted checkpoint "
-                           f"({exc.strerror or exc})") from None
-    except Exception as exc:  # noqa: BLE001 - transformers' GGUF loader raises many types
-        raise CollectError(f"--model {src.path}: transformers cannot convert the GGUF file ({first_line(exc)})") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with _lock(root / f"{entry.name}.lock", log, src):
+        if _complete(entry, src):  # another process converted it while this one waited
+            log(f"--model {src.path}: another process converted it; loading its checkpoint from {entry}")
+            return entry
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name[:16]}.tmp-", dir=root))
+        except OSError as exc:
+            raise CollectError(f"--cache-dir {root.parent}: cannot write the GGUF conversion cache "
+                               f"({exc.strerror or exc}); set DEPTHTRAJ_CACHE_DIR or --cache-dir") from None
+        log(f"--model {src.path}: converting the GGUF file ({src.size / 2**20:.0f} MiB, {src.architecture}, "
+            f"{'/'.join(src.quantization)}) to a float32 checkpoint in {entry} (once per file: later runs load it "
+            "from there)")
+        try:
+            _convert(src, tmp)
+            (tmp / MANIFEST).write_text(json.dumps({
+                "conversion": CONVERSION_VERSION, **{k: (str(v) if isinstance(v, Path) else v)
+                                                     for k, v in asdict(src).items()},
+                "converter": _converter(), "dequantized_to": DEQUANTIZED_TO,
+            }, indent=2) + "\n", encoding="utf-8")
+            if entry.exists():  # an entry of another conversion version, or a damaged one (checked above)
+                shutil.rmtree(entry)
+            os.replace(tmp, entry)
+        except CollectError:
+            raise
+        except OSError as exc:
+            raise CollectError(f"--cache-dir {root.parent}: cannot write the converted checkpoint "
+                               f"({exc.strerror or exc})") from None
+        except Exception as exc:  # noqa: BLE001 - transformers' GGUF loader raises many types
+            raise CollectError(f"--model {src.path}: transformers cannot convert the GGUF file "
+                               f"({first_line(exc)})") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return entry
+
+
+def _complete(entry: Path, src: GGUFSource) -> bool:
+    """Whether ``entry`` is a finished conversion of ``src`` by this conversion version."""
+    m = _read_manifest(entry)
+    return m is not None and m.get("sha256") == src.sha256 and m.get("size") == src.size \
+        and m.get("conversion") == CONVERSION_VERSION
+
+
+@contextlib.contextmanager
+def _lock(path: Path, log: Callable[[str], None], src: GGUFSource):
+    """An exclusive ``flock`` on ``path`` for the duration of the block (none where the platform
+    has no ``fcntl``); says so once when it has to wait for another process."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: conversions may run twice, each complete
+        yield
+        return
+    try:
+        f = open(path, "a+")  # noqa: SIM115 - held for the block
+    except OSError as exc:
+        raise CollectError(f"--cache-dir {path.parent.parent}: cannot write the GGUF conversion cache "
+                           f"({exc.strerror or exc}); set DEPTHTRAJ_CACHE_DIR or --cache-dir") from None
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"--model {src.path}: another process is converting the same file; waiting for it")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+    finally:
+        f.close()  # releases the lock
 
 
 def gguf_record(checkpoint: Path) -> dict | None:
@@ -321,13 +367,13 @@ def _read_manifest(entry: Path) -> dict | None:
 
 
 def _convert(src: GGUFSource, out: Path) -> None:
+    import sys
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from ..adapter.precision import dtype_kwarg
-
-    import sys
 
     quiet = not getattr(sys.stderr, "isatty", lambda: False)()  # off a terminal: no \r-redrawn bar in the log
     tqdm_before = os.environ.get("TQDM_DISABLE")
