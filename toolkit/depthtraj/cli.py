@@ -869,6 +869,8 @@ def _task_requests(params: dict, recorded: list | None) -> list[dict]:
         raise CollectError(f"--task names {len(tasks)} task(s) and --data {len(paths)} path(s); give one --data "
                            f"per task, in the same order")
     include = params["include_path"]
+    if include is not None and not any(t.startswith("lmeval:") for t in tasks):
+        raise CollectError("--include-path applies to lmeval:NAME tasks (lm-eval's own YAML tasks and groups)")
     return [{"task": t, "data": p, "limit": params["limit"], "num_fewshot": params["num_fewshot"],
              "include_path": str(include) if include is not None and t.startswith("lmeval:") else None}
             for t, p in zip(tasks, paths)]
