@@ -30,25 +30,30 @@ What it does, in order:
    metrics read from the text store at every layer), ``depthtraj report`` over the four stores
    (§3–7, 95 % whole-question bootstrap intervals; answer-text stores under three
    normalisations: ``char``, the paper's F2, ``sum``, lm-eval's ``acc``, and ``lmeval``, its
-   ``acc_norm``), ``depthtraj analyze --by subject -f json`` (MMLU per subject), and the
-   winners at every layer (:func:`depthtraj.analysis.dynamics.winners`) for the flips.
-5. **Publish**: two figures drawn here from the analysis JSON and the stores, the report's own
-   figures of §3, §5 and §7 copied, and the page written.
+   ``acc_norm``), ``depthtraj analyze --by subject -f json`` (MMLU per subject),
+   ``depthtraj analyze`` of the two MMLU stores together (§6's same-question comparison: the
+   report pairs every store with its first store only), and the winners at every layer (:func:`depthtraj.analysis.dynamics.winners`) for the flips.
+5. **Publish**: three figures drawn here (accuracy across layers, where the answer settles, the
+   updates' energies) from the analysis JSON and the stores, the report's own figures of §3 and §7
+   copied (``docs/assets/smollm2/``), and the page written.
 
 Usage::
 
     python benchmarks/smollm2_results.py                       # the full run: every ARC question, 4 MMLU subjects
-    python benchmarks/smollm2_results.py --arc-limit 150 \\
-        --mmlu-subjects high_school_geography marketing --mmlu-limit 25   # a reduced run (~25 min on 2 cores)
+    python benchmarks/smollm2_results.py --out /tmp/depthtraj-smollm2-reduced --arc-limit 150 \\
+        --mmlu-subjects high_school_geography marketing --mmlu-limit 25   # the reduced run the page shows now
     python benchmarks/smollm2_results.py --out /data/smol --no-docs     # collect and analyse, leave docs/ alone
 
 ``--out`` (default ``$TMPDIR/depthtraj-smollm2-results``) holds the stores, the data copies,
 lm-eval's results, the report and ``run.json`` (the configuration, the commands and their wall
 times). A reduced run must use its own ``--out``: a store is resumed with the questions it was
 started with, and the script refuses a store whose question count differs from the one asked for.
-Rates measured on a shared 2-core CPU: ~1.4 s per question for the label readout and ~2.8 s for
-the answer-text readout at 30 layers, so the full run (1172 ARC + 755 MMLU questions, both
-readouts) is about 2.3 hours of collection, plus lm-eval and the analyses.
+Rates measured in the reduced run above (2026-11-29, a 2-core CPU shared with a test suite):
+label readout 0.9 s per question on idle cores (4.7 s contended), answer text 2.2 s (10.4 s
+contended) at 30 layers, lm-eval 3.4 s per question at batch size 8 (contended); the reduced run
+took 39.5 minutes in all. The full run (1172 ARC + 755 MMLU questions, both readouts) is
+estimated at 1.7–2.3 hours of collection on idle cores, about an hour of lm-eval and a few
+minutes of analyses.
 """
 
 from __future__ import annotations
@@ -206,14 +211,16 @@ def collect(runner: Runner, store: Path, *, task: str, data: Path, readout: str,
         if complete == expected:
             log(f"collect {store.name}: complete ({complete} questions), nothing to collect")
             return {"store": store.name, "wall_s": 0.0, "collected": 0, "command": runner.shown(argv)}
+    load = os.getloadavg()[0]
     wall, err = runner.run(argv, what=f"collect {store.name}")
+    load = max(load, os.getloadavg()[0])
     m = re.search(r"(\d+) questions \((\d+) collected, (\d+) already complete\)", err)
     collected = int(m.group(2)) if m else None
     # the progress lines' last "n/n questions (100 %), … (S s)": the collection itself, after loading
     done = re.findall(r"(\d+)/\d+ questions \(100 %\), [\d.]+ q/s \((\d+) s\)", err)
     rate = round(int(done[-1][1]) / int(done[-1][0]), 2) if done and int(done[-1][0]) else None
     return {"store": store.name, "wall_s": round(wall, 1), "collected": collected, "rate_s_per_q": rate,
-            "command": runner.shown(argv)}
+            "command": runner.shown(argv), "load": round(load, 1)}
 
 
 def store_questions(store: Path) -> tuple[int | None, int | None]:
@@ -253,12 +260,14 @@ def harness_arc_config(hub_dir: Path) -> dict:
     return cfg
 
 
-def lmeval_arc(ckpt: Path, hub_dir: Path, limit: int | None, cache: Path) -> dict:
-    """``lm_eval.simple_evaluate`` (``hf``, float32, zero-shot, batch size 1) of ``arc_challenge``
-    on the converted checkpoint over the first ``limit`` test questions; cached in ``cache``."""
+def lmeval_arc(ckpt: Path, hub_dir: Path, limit: int | None, cache: Path, batch_size: int) -> dict:
+    """``lm_eval.simple_evaluate`` (``hf``, float32, zero-shot) of ``arc_challenge`` on the
+    converted checkpoint over the first ``limit`` test questions; cached in ``cache``. Batches of
+    ``batch_size`` requests (lm-eval pads them; on this CPU batch 8 is 2.5× faster than 1 and
+    moves a log-likelihood by ~3e-5 nats)."""
     if cache.is_file():
         done = json.loads(cache.read_text())
-        if done.get("limit") == limit and done.get("checkpoint") == str(ckpt):
+        if done.get("limit") == limit and done.get("checkpoint") == str(ckpt) and done.get("batch_size") == batch_size:
             log(f"lm-eval: reusing {cache}")
             return done
     import lm_eval
@@ -270,13 +279,14 @@ def lmeval_arc(ckpt: Path, hub_dir: Path, limit: int | None, cache: Path) -> dic
     os.environ.update(ENV)
     t0 = time.perf_counter()
     res = simple_evaluate(model="hf", model_args={"pretrained": str(ckpt), "dtype": "float32"}, tasks=[cfg],
-                          device="cpu", batch_size=1, limit=limit, log_samples=True)
+                          device="cpu", batch_size=batch_size, limit=limit, log_samples=True)
     wall = time.perf_counter() - t0
     r = res["results"]["arc_challenge"]
     samples = [{"doc_id": s["doc_id"], "prompt_hash": s["prompt_hash"], "target": s["target"],
                 "ll": [float(ll) for ll, _greedy in s["filtered_resps"]]}
                for s in res["samples"]["arc_challenge"]]
-    done = {"limit": limit, "checkpoint": str(ckpt), "lm_eval": lm_eval.__version__, "wall_s": round(wall, 1),
+    done = {"limit": limit, "checkpoint": str(ckpt), "batch_size": batch_size, "lm_eval": lm_eval.__version__,
+            "wall_s": round(wall, 1),
             "n": r.get("sample_len", len(samples)),
             **{k: r[f"{k},none"] for k in ("acc", "acc_stderr", "acc_norm", "acc_norm_stderr")},
             "config": {k: v for k, v in cfg.items() if k != "dataset_kwargs"}, "samples": samples}
@@ -422,11 +432,9 @@ def figure_accuracy(series: dict, lm: dict | None, chance: dict, path: Path) -> 
                 lo = [s["A"][t][1] for t in ts]
                 hi = [s["A"][t][2] for t in ts]
                 ax.fill_between(ts, lo, hi, color=color, alpha=0.15, lw=0)
-        c = chance.get(tname)
-        if c is not None:
-            ax.axhline(c, color="grey", lw=1, ls="-.", label="chance (mean of 1/K)")
-            ax.annotate(f"chance {c:.1f} %", (T + 0.4, c), xytext=(0, 3), textcoords="offset points",
-                        ha="right", va="bottom", color="dimgrey", fontsize=8)
+        if chance.get(tname) is not None:
+            ax.axhline(chance[tname], color="grey", lw=1, ls="-.",
+                       label="chance, the mean of 1/K: " + ", ".join(f"{k} {v:.1f} %" for k, v in sorted(chance.items())))
         if lm and tname == "ARC-Challenge":
             ax.plot([T], [100 * lm["acc"]], marker="*", ms=12, color="tab:green", ls="none",
                     label="lm-eval simple_evaluate: acc, acc_norm at layer 30")
@@ -702,7 +710,8 @@ def write_page(ctx: dict, path: Path) -> None:
     add("")
     if lm:
         add(f"`lm_eval.simple_evaluate` (lm-eval {lm['lm_eval']}) ran the `hf` model on the same converted float32 "
-            "checkpoint (`dtype=float32`, batch size 1, zero-shot) with the harness's own `arc_challenge` "
+            "checkpoint (`dtype=float32`, batch size "
+            f"{lm['batch_size']}, zero-shot) with the harness's own `arc_challenge` "
             "configuration, its dataset pointed at the same local file (`dataset_path: json`), over the same "
             f"{lm['n']} questions. `depthtraj summary` reads lm-eval's metrics from the answer-text store "
             "(`--task lmeval:arc_challenge`: the harness's own requests) at every layer "
@@ -777,9 +786,9 @@ def write_page(ctx: dict, path: Path) -> None:
                            "pairing)."),
                 "text_cdf": ("The report's earliest-depth distributions F_j(d) = Pr(D_j ≤ d), answer-text readout, "
                              "{task} (pd:app:fig:text-cdf).")}
-    for key, caption in captions.items():
+    for key, template in captions.items():
         for name in figs.get(key, []):
-            caption = caption.format(task="ARC-Challenge" if "arc" in name else "MMLU")
+            caption = template.format(task="ARC-Challenge" if "arc" in name else "MMLU")
             add(f"![{caption}]({'../' + str(ASSETS / name)})")
             add("")
             add(f"*{caption}*")
@@ -923,7 +932,8 @@ def write_page(ctx: dict, path: Path) -> None:
     if lm:
         add(f"# lm-eval: {lm['wall_s']:.0f} s (run in the script's process)")
         add(f"lm_eval.simple_evaluate(model='hf', model_args={{'pretrained': '<the converted checkpoint>', "
-            f"'dtype': 'float32'}}, tasks=[<arc_challenge, dataset_path json>], device='cpu', batch_size=1, "
+            f"'dtype': 'float32'}}, tasks=[<arc_challenge, dataset_path json>], device='cpu', "
+            f"batch_size={lm['batch_size']}, "
             f"limit={lm['limit']}, log_samples=True)")
     add("```")
     add("")
@@ -932,6 +942,16 @@ def write_page(ctx: dict, path: Path) -> None:
     add("")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(L), encoding="utf-8")
+
+
+def total_wall(timings: dict, this_collect: float, this_invocation: float, lm: dict | None, lm_now: float) -> str:
+    """The run's wall time: every store's collection (over the invocations that collected it),
+    lm-eval (when it ran, maybe in an earlier invocation) and this invocation's analyses and page."""
+    collecting = sum(t.get("wall_total_s") or t.get("wall_s") or 0 for t in timings.values())
+    lm_wall = lm["wall_s"] if lm else 0.0
+    rest = this_invocation - this_collect - lm_now
+    return (f"{duration(collecting + lm_wall + rest)}: {duration(collecting)} collecting, {duration(lm_wall)} "
+            f"lm-eval, {duration(rest)} the analyses and this page")
 
 
 def duration(seconds: float) -> str:
@@ -956,6 +976,7 @@ def main(argv: list[str] | None = None) -> int:
                    "are rewritten (default: this repository's docs/)")
     p.add_argument("--no-docs", action="store_true", help="leave the documentation alone")
     p.add_argument("--skip-lmeval", action="store_true", help="do not run lm-eval beside the store")
+    p.add_argument("--lmeval-batch-size", type=int, default=8, help="lm-eval's batch size (default 8)")
     args = p.parse_args(argv)
     for name in ("arc_limit", "mmlu_limit"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -990,8 +1011,10 @@ def main(argv: list[str] | None = None) -> int:
     state_path = out / "run.json"
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
     timings = state.get("collect", {})
+    this_collect = 0.0  # seconds this invocation spent collecting
     for name, task, src, readout, limit, n, _what in plan:
         t = collect(runner, out / name, task=task, data=src, readout=readout, limit=limit, expected=n)
+        this_collect += t["wall_s"]
         prev = timings.get(name, {})
         if t["collected"]:
             t["wall_total_s"] = round(prev.get("wall_total_s", 0) + t["wall_s"], 1)
@@ -1006,7 +1029,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3. lm-eval
     ckpt = converted_checkpoint(gguf)
-    lm = None if args.skip_lmeval else lmeval_arc(ckpt, hub, args.arc_limit, out / "lmeval-arc_challenge.json")
+    t_lm = time.perf_counter()
+    lm = None if args.skip_lmeval else lmeval_arc(ckpt, hub, args.arc_limit, out / "lmeval-arc_challenge.json",
+                                                 args.lmeval_batch_size)
+    lm_now = time.perf_counter() - t_lm  # ~0 when lm-eval's results came from the cache
 
     # 4. analyses
     for s in stores:
@@ -1078,6 +1104,8 @@ def main(argv: list[str] | None = None) -> int:
             t = timings.get(name, {})
             wall = duration(t.get("wall_total_s") or t.get("wall_s") or 0)
             rate = f", {t['rate_s_per_q']:.2f} s per question" if t.get("rate_s_per_q") else ""
+            if t.get("load") is not None:
+                rate += f" (load average {t['load']:.1f} on {os.cpu_count()} cores)"
             store_lines.append({"name": name, "what": what, "n": n, "wall": wall + rate})
         sha = json.loads((ckpt / "depthtraj-gguf.json").read_text())["sha256"]
         ctx = {"config": {"invocation": invocation, "reduced": bool(args.arc_limit or args.mmlu_limit or
@@ -1092,8 +1120,7 @@ def main(argv: list[str] | None = None) -> int:
                              "wall_s": timings[name].get("wall_total_s") or timings[name]["wall_s"]}
                             for name, *_ in plan]
                            + [c for c in runner.commands if not c["what"].startswith("collect ")],
-               "total_wall": duration(time.perf_counter() - t_start) + " (this invocation; resumed stores count "
-                             "the collection of earlier invocations above)"}
+               "total_wall": total_wall(timings, this_collect, time.perf_counter() - t_start, lm, lm_now)}
         write_page(ctx, args.docs / PAGE)
         log(f"wrote {args.docs / PAGE} and {len(list(assets.iterdir()))} figures in {assets}")
     log(f"done in {duration(time.perf_counter() - t_start)}; stores, report and run.json in {out}")
