@@ -18,6 +18,7 @@ import numpy as np
 from ..core.plotting import (
     FULL_WIDTH,
     cell_title,
+    figure_title,
     group_rows,
     legend_below,
     pyplot,
@@ -108,7 +109,10 @@ def energy_figure(document: dict, directory: Path) -> list[Path] | str:
         for ax in (axl, axr):
             ax.set_xticks(x[::step], labels[::step])
             ax.set_xlabel("adjacent interval t → t+1")
-        axl.set_title(f"{cell_title(rs[0])} · {task} · {prec}: mean energies", loc="left")
+        # the model, task and arm above both panels (wrapped to the figure's width): in a panel's
+        # title a long model name ran into the right panel's
+        figure_title(fig, f"{cell_title(rs[0])} · {task} · {prec}")
+        axl.set_title("mean energies", loc="left")
         axr.set_title("signed shares (sum to 100 %)", loc="left")
         legend_below(fig, (axl, axr), ncol=4)
         out.append(save(fig, Path(directory) / f"energy_{safe_name(rs[0].get('model'), task, prec, rs[0].get('readout'), Path(store).stem)}.png",
