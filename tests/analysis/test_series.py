@@ -164,10 +164,13 @@ def test_accuracy_across_depth_of_two_stores_of_different_depth(document, snapsh
     for ln in lines:
         assert ln["x"][-1] == 1.0 and round(float(ln["y"][-1]), 9) in ends
         assert np.all(np.diff(ln["x"]) > 0)
-    # the legend names model, task and arm; the random-weight store says so, the other does not
+    # one model: the title names it; the legend names the store (two of one model and readout),
+    # task and arm; the random-weight store says so, the other does not
+    assert seen["title"].replace("\n", " ").startswith("synthetic: accuracy across depth")
     for lab in seen["legend"]:
-        assert "synthetic" in lab and ("ARC" in lab or "MMLU" in lab) and ("bf16" in lab or "fp32" in lab)
-        assert ("(random weights)" in lab) == ("(layer6)" in lab)
+        assert "synthetic" not in lab and ("ARC" in lab or "MMLU" in lab) and ("bf16" in lab or "fp32" in lab)
+        assert lab.split(" ")[0] in {Path(an["store"]).stem for an in document["analyses"]}
+        assert ("(random weights)" in lab) == lab.startswith("layer6")
     # on request, absolute depth: integer ticks up to the larger T
     (again,) = accuracy_across_depth(document, tmp_path / "abs.png", relative=False)
     ax = snapshots.seen[again.name]["axes"][0]
