@@ -47,7 +47,7 @@ def reports(browser, tmp_path_factory):
     """``{"demo": report.html, "two": report.html}``: the demo's report, and a report of the demo's
     recurrent store beside a 6-layer logit-lens store of the same ARC questions."""
     root = tmp_path_factory.mktemp("browser")
-    _cli("demo", "--out", root / "demo", "--depths", 8)
+    _cli("demo", "--model", "tiny", "--out", root / "demo", "--depths", 8)
     _cli("tiny", "--adapter", "layers", "--model-type", "llama", "--layers", 6, "--out", root / "l6")
     _cli("collect", "--adapter", "layers", "--model", root / "l6", "--task", "arc_challenge", "--data", ARC,
          "--precision", "bf16,fp32", "--out", root / "l6.zarr")

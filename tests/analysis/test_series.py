@@ -209,7 +209,7 @@ def _cli(*args) -> None:
 def real(tmp_path_factory):
     """The analysis (every section, §7 included) of the demo store and a 6-layer store."""
     root = tmp_path_factory.mktemp("real")
-    _cli("demo", "--out", root / "demo", "--depths", 8)
+    _cli("demo", "--model", "tiny", "--out", root / "demo", "--depths", 8)
     _cli("tiny", "--adapter", "layers", "--model-type", "llama", "--layers", 6, "--out", root / "l6")
     _cli("collect", "--adapter", "layers", "--model", root / "l6", "--task", "arc_challenge", "--data", ARC,
          "--precision", "bf16,fp32", "--out", root / "l6.zarr")
