@@ -45,15 +45,7 @@ from depthtraj.demo import sample_sources, smollm2_gguf
 from depthtraj.models.v1 import native_arm
 from depthtraj_adapters.layers import LayersAdapter
 
-
-def batches_of(items, size):
-    order = sorted(range(len(items)), key=lambda i: items[i].length)
-    return [[items[i] for i in order[b : b + size]] for b in range(0, len(items), size)]
-
-
-def plain_ids(it) -> list[int]:
-    """The item's token ids as one sequence (text: the prompt, then its continuations packed)."""
-    return list(it.prompt) + [t for c in it.continuations for t in c]
+from collection import batches_of, plain_ids  # benchmarks/collection.py: the same batching of items
 
 
 def padded(batch, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
