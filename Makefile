@@ -38,8 +38,11 @@ $(VENV)/.installed: $(VENV)/.installed-demo
 demo: $(VENV)/.installed-demo
 	$(BIN)/depthtraj demo --out depthtraj-demo
 
+# -n logical: one worker per logical CPU (at most 4). `-n auto` counts physical cores through psutil,
+# which is 1 on a 2-vCPU machine that presents its vCPUs as two threads of one core: the suite
+# would run on a single worker.
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+	$(BIN)/python -m pytest -q -n logical --maxprocesses 4 --dist loadfile
 
 # The adapter tests on one CPU instruction set below this machine's (AVX-512 -> AVX2, AVX2 -> the
 # scalar default; torch's ATEN_CPU_CAPABILITY with oneDNN capped to match): what a test asserts
@@ -48,7 +51,7 @@ test-capped: $(VENV)/.installed
 	cap=$$($(BIN)/python -c "import torch; print({'AVX512': 'avx2 AVX2'}.get(torch.backends.cpu.get_cpu_capability(), 'default SSE41'))"); \
 	export ATEN_CPU_CAPABILITY=$${cap% *} ONEDNN_MAX_CPU_ISA=$${cap#* }; \
 	echo "adapter tests with torch's CPU capability capped: $$($(BIN)/python -c 'import torch; print(torch.backends.cpu.get_cpu_capability())')"; \
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile -m models \
+	$(BIN)/python -m pytest -q -n logical --maxprocesses 4 --dist loadfile -m models \
 		tests/adapters tests/test_adapter_kit.py tests/test_text_readout.py \
 		--ignore=tests/adapters/test_smollm2.py  # the trained model runs once, in make test (CI's time)
 
@@ -61,7 +64,8 @@ $(LOWER)/.installed: pyproject.toml
 	touch $@
 
 test-lower: $(LOWER)/.installed
-	$(LOWER)/bin/python -m pytest -q -m models tests/test_adapter_kit.py tests/adapters/test_layers.py \
+	$(LOWER)/bin/python -m pytest -q -n logical --maxprocesses 4 --dist loadfile -m models \
+		tests/test_adapter_kit.py tests/adapters/test_layers.py \
 		-k "(shipped_family_passes_every_check and not layers) or every_depth"
 
 bench: $(VENV)/.installed

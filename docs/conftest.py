@@ -14,7 +14,8 @@ guides (and the getting-started page) and runs its code blocks in order, as a re
 
 Every page runs in a fresh temporary directory (its working directory for both bash and Python),
 with the same environment for both: this interpreter's ``bin`` first on ``PATH`` (``depthtraj``, ``python``, ``lm_eval``), the
-Hugging Face hub offline, and ``DEPTHTRAJ_CACHE_DIR`` shared by the pages of one run. Under
+Hugging Face hub offline, and depthtraj's cache directory (``DEPTHTRAJ_CACHE_DIR``, else the user's)
+shared with the tests. Under
 ``make test`` (pytest-xdist) the thread pools are sized to a worker's share of the cores by
 tests/conftest.py, and the pages' commands inherit that.
 """
@@ -29,12 +30,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from depthtraj.collect.gguf import cache_root
 from sybil import Sybil
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
 from sybil.sybil import SybilCollection
 
 BIN = str(Path(sys.executable).parent)
-CACHE = os.environ.get("DEPTHTRAJ_CACHE_DIR") or str(Path(tempfile.gettempdir()) / "depthtraj-docs-cache")
+# depthtraj's own cache directory, as a reader's commands use it: the GGUF file's float32
+# conversion (a minute) is then made once per machine, shared with tests/adapters/test_smollm2.py
+# and the wheel check, not once more for the pages
+CACHE = os.environ.get("DEPTHTRAJ_CACHE_DIR") or str(cache_root())
 TIMEOUT_S = 900
 
 

@@ -42,7 +42,8 @@ def _share_the_cores() -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers < 2:
         return
-    share = str(max(1, (os.cpu_count() or 1) // workers))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    share = str(max(1, cpus // workers))
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, share)
     import sys
