@@ -342,6 +342,24 @@ def test_a_store_that_cannot_be_opened_is_one_line(request, root, kind, name, ne
         assert (_NOT_A_GROUP in err) == any(k in needle for k in what)
 
 
+@pytest.mark.parametrize("port", [40491, 8404, 404])
+def test_a_port_holding_404_is_not_a_not_found(port):
+    """An HTTP 500 from a server on a port whose digits hold "404" is the server's error, not
+    "nothing there" (the port 40491 once made the 500 case above fail: "404" was looked for
+    anywhere in the message, URL included); a 404 status or word still is."""
+    from depthtraj.store import _open_error
+
+    class ClientResponseError(Exception):  # aiohttp's name, which the classifier reads
+        def __init__(self, status, url):
+            super().__init__(f"{status}, message='Internal Server Error', url='{url}/zarr.json'")
+            self.status = status
+
+    url = f"http://127.0.0.1:{port}/status/500/p.zarr"
+    assert "the server answered HTTP 500" in _open_error(url, ClientResponseError(500, url))
+    assert "nothing there" in _open_error(url, ClientResponseError(404, url))
+    assert "nothing there" in _open_error(url, OSError(f"GET {url}/zarr.json: 404 Not Found"))
+
+
 @pytest.mark.parametrize(("scheme", "module", "needle"), [
     ("s3", "s3fs", "needs s3fs: pip install 'depthtraj[remote]'"),
     ("http", "aiohttp", "needs aiohttp: pip install 'depthtraj[remote]'"),

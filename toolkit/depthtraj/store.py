@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -542,7 +543,9 @@ def _open_error(p: str, exc: BaseException, store=None) -> str:
                 "AWS_PROFILE; another S3 endpoint: AWS_ENDPOINT_URL)")
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
         return f"{p}: no such bucket ({text})"
-    if "GroupNotFound" in names or "FileNotFound" in names or "404" in text:
+    # HTTP 404 as a status or a word of the message, never a digit run of the URL (a port 40491)
+    not_found = status == 404 or re.search(r"(?<![\w:.])404(?!\d)", text.replace(p, "")) is not None
+    if "GroupNotFound" in names or "FileNotFound" in names or not_found:
         return _nothing_there(p, store)
     if status is not None:
         return f"{p}: the server answered HTTP {status} ({text})"
