@@ -1017,6 +1017,11 @@ def main() -> None:  # console-script entry point
     (``DEPTHTRAJ_TRACEBACK=1`` shows the traceback), never a traceback by default."""
     import os
 
+    # any string a JSON file can hold reaches the terminal: a lone surrogate ("\ud800" in attrs)
+    # is printed as its escape (which JSON reads back as the same string), never an encoding error
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         app()
     except KeyboardInterrupt:

@@ -23,7 +23,8 @@ BOOL_TYPES = frozenset({"bool"})
 STRING_TYPES = frozenset({"string"})
 TYPES_BY_KIND = {"float": FLOAT_TYPES, "int": INT_TYPES, "bool": BOOL_TYPES, "str": STRING_TYPES}
 
-SEMVER = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+# \Z, not $: Python's $ also matches before a trailing newline ("1.2.0\n" is not a version)
+SEMVER = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 
 _MISSING = object()
 

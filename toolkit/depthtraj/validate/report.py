@@ -145,6 +145,7 @@ def render_text(report: Report, *, file: IO[str] | None = None, color: bool | No
         emoji=False,
     )
     version = printable(report.format_version) if report.format_version is not None else "unknown"
+    version = version if version.isprintable() else repr(version)  # "1.2.0\n" shown as such
     console.print(Text.assemble(
         ("depthtraj validate ", "bold"), (printable(report.store), "bold"),
         f"  (format {version}, level {report.level})",

@@ -99,7 +99,8 @@ _RULES: list[Rule] = [
         "score (`score` for label readouts, `logprob_sum` for text readouts), a `native` arm whose "
         "`weights_dtype` is `model.source.dequantized_to` when the weights came from a converted "
         "file (format 1.3), and a `collection` plan that names its integer `plan_version`.",
-        "see schemas/v1/store-attrs.schema.json for the required fields and types",
+        "the fields and their types: `depthtraj schema export DIR` writes the JSON Schema "
+        "(DIR/v1/store-attrs.schema.json), and spec/v1/index.md tabulates them",
     ),
     Rule(
         "DT-ATTR-004", "warning", "attrs", "2",
