@@ -110,3 +110,24 @@ def test_core_works_without_torch(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ok: no findings" in r.stdout and f'"schema": "{SCHEMA}"' in r.stdout
+
+
+def test_every_option_that_takes_a_value_shows_its_placeholder():
+    """`depthtraj validate --help` printed `--level` with nothing after it (typer's `<str>`
+    removed, no metavar left, issue 48): every option taking a value names it in every command's
+    help, e.g. `--level LEVEL`."""
+    import click
+    import typer
+    from depthtraj.cli import app
+    from typer.testing import CliRunner
+
+    root = typer.main.get_command(app)
+    commands = {name: cmd for name, cmd in root.commands.items() if not isinstance(cmd, click.Group)}
+    commands |= {f"schema {n}": c for n, c in root.commands["schema"].commands.items()}
+    for name, cmd in commands.items():
+        r = CliRunner().invoke(app, [*name.split(), "--help"], terminal_width=200)
+        assert r.exit_code == 0, (name, r.output)
+        for param in cmd.params:
+            if isinstance(param, click.Option) and not param.is_flag and param.name != "help":
+                longest = max(param.opts, key=len)
+                assert f"{longest} {param.metavar}" in " ".join(r.output.split()) and param.metavar.strip(), (name, longest)

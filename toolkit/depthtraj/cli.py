@@ -51,6 +51,11 @@ class _Command(typer.core.TyperCommand):
     list argument, ``<list[str]>``, beside it) and whose usage errors are one line."""
 
     def get_help(self, ctx) -> str:
+        # a value's placeholder where the option gives none: its name (--level LEVEL), as click
+        # writes an argument's; typer would print the Python type, or nothing once that is removed
+        for param in self.params:
+            if param.metavar is None and not getattr(param, "is_flag", False) and param.name:
+                param.metavar = param.name.upper()
         return super().get_help(ctx).replace(" <list[str]>", "").replace(" <str>", "")
 
     def make_context(self, info_name, args, parent=None, **extra):
