@@ -644,12 +644,16 @@ def write_page(ctx: dict, path: Path) -> None:
         "`benchmarks/smollm2_results.py` from one run; none is typed by hand.")
     add("")
     if reduced:
+        arc_part = (f"every one of the {ARC_TOTAL} ARC-Challenge test questions" if n_arc == ARC_TOTAL
+                    else f"the first {n_arc} of the {ARC_TOTAL} ARC-Challenge test questions")
+        mmlu_part = (f"{'the first ' + str(cfg['mmlu_limit']) + ' test questions of each of' if cfg['mmlu_limit'] else 'the test splits of'} "
+                     f"{len(subj)} MMLU subjects ({', '.join(f'{k} {v}' for k, v in subj.items())}; "
+                     f"{sum(subj.values())} questions)")
         add("!!! warning \"A reduced run\"")
-        add(f"    This page comes from a **reduced configuration**: `{cfg['invocation']}`, i.e. the first {n_arc} of "
-            f"the {ARC_TOTAL} ARC-Challenge test questions and {sum(subj.values())} MMLU test questions "
-            f"({', '.join(f'{k} {v}' for k, v in subj.items())}). The intervals are wide accordingly. "
-            "The full run is `python benchmarks/smollm2_results.py` with its defaults (every ARC-Challenge test "
-            f"question and the whole test splits of {', '.join(DEFAULT_SUBJECTS)}); it rewrites this page.")
+        add(f"    This page comes from a **reduced configuration**: `{cfg['invocation']}`, i.e. {arc_part} and "
+            f"{mmlu_part}. The full run is `python benchmarks/smollm2_results.py` with its defaults (every "
+            f"ARC-Challenge test question and the whole test splits of {', '.join(DEFAULT_SUBJECTS)}); it rewrites "
+            "this page.")
     else:
         add("!!! note \"The full run\"")
         add(f"    This page comes from `{cfg['invocation']}`, the script's default configuration.")
@@ -904,9 +908,21 @@ def write_page(ctx: dict, path: Path) -> None:
     add(f"- **Sample size.** {n_arc} ARC-Challenge and {sum(subj.values())} MMLU questions"
         f"{' (a reduced run)' if reduced else ''}: the intervals above are the honest width; differences smaller "
         "than them are not findings. The best layer is picked on the same questions.")
-    add("- **A small instruct model near chance.** A 135M-parameter model is close to chance on both tasks, so "
-        "most of the trajectories' movement is among wrong answers; W_j, τ and the energies describe how the "
-        "scores move, not whether the model knows the answer.")
+    above, at_chance = [], []
+    for (readout, task), sr in series.items():
+        _est, lo, hi = sr["A"][T]
+        c = ctx["chance"][task_name(task)]
+        (above if lo is not None and lo > c else at_chance).append(f"{task_name(task)} {READOUTS[readout]} "
+                                                                   f"({est(*sr['A'][T])} against {c:.1f})")
+    if not above:
+        add("- **A small instruct model near chance.** Every readout's A_30 interval holds chance "
+            f"({'; '.join(at_chance)}), so most of the trajectories' movement is among wrong answers; W_j, τ and "
+            "the energies describe how the scores move, not whether the model knows the answer.")
+    else:
+        add(f"- **Above chance, but not far.** A_30's interval lies above chance for {'; '.join(above)}"
+            f"{'; it holds chance for ' + '; '.join(at_chance) if at_chance else ''}. Much of the trajectories' "
+            "movement is still among wrong answers: W_j, τ and the energies describe how the scores move, not "
+            "whether the model knows the answer.")
     add("- **Readouts differ in prompt.** The label readout shows the options and scores their letters (F1); "
         "the answer-text readout scores each answer text after the question without options (F2), for ARC "
         "exactly lm-eval's `arc_challenge` requests, for MMLU depthtraj's F2 prompt (the subject line and the "
