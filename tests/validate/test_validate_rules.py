@@ -242,3 +242,27 @@ def test_extension_groups_need_the_prefix_and_keep_consolidation_current(tmp_pat
     zarr.consolidate_metadata(p, zarr_format=3)
     (f,) = validate_store(p).findings
     assert (f.rule, f.path) == ("DT-STRUCT-009", "extra")
+
+
+def test_rules_command_gives_the_rule_text_offline(tmp_path):
+    """`depthtraj rules ID` prints the installed registry's text (validate's links need a network;
+    issue 48), every rule without ids; an unknown id is one line with close matches, exit 2; and
+    validate's text output names the offline command beside each link."""
+    from depthtraj.cli import app
+    from typer.testing import CliRunner
+
+    run = CliRunner().invoke
+    r = run(app, ["rules", "dt-attr-003"])
+    assert r.exit_code == 0, r.output
+    rule = RULES["DT-ATTR-003"]
+    assert r.output.startswith(f"DT-ATTR-003  error, level attrs, spec v1 §{rule.section}\n")
+    assert " ".join(r.output.split()).count(" ".join(rule.statement.split())) == 1
+    assert f"hint: {rule.hint}" in r.output and f"online: {rule.url}" in r.output
+    every = run(app, ["rules"])
+    assert every.exit_code == 0 and [ln.split()[0] for ln in every.output.splitlines() if not ln.startswith(" ")] == list(RULES)
+    bad = run(app, ["rules", "DT-ATR-003"])
+    assert bad.exit_code == 2 and "did you mean DT-ATTR-003" in bad.output and len(bad.output.strip().splitlines()) == 1
+    store = tmp_path / "broken.zarr"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "conformance" / "invalid" / "attr_001_missing.zarr", store)
+    out = run(app, ["validate", str(store)])
+    assert out.exit_code == 1 and "(offline: depthtraj rules DT-ATTR-001)" in out.output

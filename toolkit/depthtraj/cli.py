@@ -417,6 +417,33 @@ def glossary(
 
 
 @app.command(cls=_Command)
+def rules(
+    ids: Annotated[Optional[list[str]], typer.Argument(
+        metavar="[ID]...", help="Rule ids (DT-ATTR-003, dt-data-001, …); default: every rule.")] = None,
+) -> None:
+    """The format-v1 validation rules as the installed package holds them, offline: each rule's
+    id, severity, level, spec section, statement and hint (what `validate` links to online)."""
+    import textwrap
+
+    from .validate.rules import RULES
+
+    wanted = [i.strip().upper() for i in ids or []]
+    unknown = [i for i in wanted if i not in RULES]
+    if unknown:
+        import difflib
+
+        near = difflib.get_close_matches(unknown[0], RULES, n=3, cutoff=0.6)
+        fail(f"no rule {unknown[0]!r}" + (f"; did you mean {', '.join(near)}?" if near else "")
+             + " (depthtraj rules lists every rule)")
+    for rule in (RULES[i] for i in wanted) if wanted else RULES.values():
+        typer.echo(f"{rule.id}  {rule.severity}, level {rule.level}, spec v1 §{rule.section}")
+        for line in textwrap.wrap(rule.statement, 96):
+            typer.echo(f"    {line}")
+        typer.echo(f"    hint: {rule.hint}")
+        typer.echo(f"    online: {rule.url}")
+
+
+@app.command(cls=_Command)
 def adapters() -> None:
     """The model adapters installed (entry-point group depthtraj.adapters): family, version, the
     checkpoints' model_type each drives, its options, and whether it ships a tiny checkpoint."""

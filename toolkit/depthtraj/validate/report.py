@@ -156,7 +156,7 @@ def render_text(report: Report, *, file: IO[str] | None = None, color: bool | No
         console.print(Text("        " + f.message))
         if f.hint:
             console.print(Text("        hint: " + f.hint, style="dim"))
-        console.print(Text("        rule: " + rule_url(f.rule), style="dim"))
+        console.print(Text(f"        rule: {rule_url(f.rule)} (offline: depthtraj rules {f.rule})", style="dim"))
     for n in report.notes:
         console.print(Text("note: " + printable(n), style="dim"))
     if not report.findings:
