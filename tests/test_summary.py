@@ -255,3 +255,27 @@ def test_one_collect_writes_several_tasks(tiny_huginn, arc_sample, mmlu_sample, 
                                  "--task", "arc_challenge", "--task", "arc_challenge", "--data", str(arc_sample),
                                  "--data", str(arc_sample), "--out", str(tmp_path / "twice.zarr")])
     assert r.exit_code == 2 and "given twice" in r.stderr
+
+
+def test_a_random_weight_store_says_so(tmp_path):
+    """Readers should say when a store's model has random weights (spec §2, `model.random_weights`);
+    summary did not (issue 48): a note on stderr and a flag in the JSON document's store entry."""
+    import zarr
+
+    path = _store(tmp_path / "s.zarr", "text")
+    r = CliRunner().invoke(app, ["summary", path, "-f", "json"])
+    assert r.exit_code == 0 and "random weights" not in r.stderr
+    assert json.loads(r.stdout)["depthtraj"]["stores"][path]["random_weights"] is False
+    g = zarr.open_group(path, mode="r+")
+    attrs = dict(g.attrs["depthtraj"])
+    attrs["model"] = {**attrs["model"], "random_weights": True}
+    attrs["format_version"] = "1.2.0"
+    g.attrs["depthtraj"] = attrs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr's note that consolidated metadata is not in the v3 spec
+        zarr.consolidate_metadata(path)
+    r = CliRunner().invoke(app, ["summary", path, "-f", "json"])
+    assert r.exit_code == 0, r.stderr
+    assert "has random weights" in r.stderr and json.loads(r.stdout)["depthtraj"]["stores"][path]["random_weights"]
+    table = CliRunner().invoke(app, ["summary", path])
+    assert table.exit_code == 0 and table.stderr.count("has random weights") == 1

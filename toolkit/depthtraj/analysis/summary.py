@@ -721,6 +721,11 @@ def run_summary(stores, *, fmt: str = "table", log_samples: Path | None = None, 
             ds, adm = open_admitted(path, allow_defects=allow_defects, reads=("score", *reads) if reads else ())
             if adm is not None and adm.n_incomplete:
                 print(f"depthtraj: note: {adm.exclusion_line()}", file=sys.stderr)
+            # what the numbers stand for: a random-weight model, a newer format (not the depth kind:
+            # lm-eval's metrics are read at each layer alike)
+            for line in (adm.notes if adm is not None else []):
+                if "random weights" in line or line.startswith("DT-"):
+                    notes.append(line)
             score = score_of(ds)
             with dask.config.set(scheduler="threads"):
                 found = summarize_defects(score, dask.compute(score_defects(score))[0], kind=readout_info(ds)["kind"])
@@ -730,7 +735,9 @@ def run_summary(stores, *, fmt: str = "table", log_samples: Path | None = None, 
             with dask.config.set(scheduler="threads"):
                 rows += summarize_store(ds, str(path), include_path=include_path, notes=notes)
             attrs = ds.attrs.get("depthtraj", {}) or {}
-            meta[str(path)] = {"model": (attrs.get("model") or {}).get("name"), "readout": readout_info(ds)["label"],
+            meta[str(path)] = {"model": (attrs.get("model") or {}).get("name"),
+                               "random_weights": (attrs.get("model") or {}).get("random_weights") is True,
+                               "readout": readout_info(ds)["label"],
                                "endpoint": int(np.asarray(ds[L.DEPTH].values)[-1]),
                                "arrangements": int(ds.sizes[L.ARRANGEMENT])}
         if log_samples is not None:
