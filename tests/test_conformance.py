@@ -87,3 +87,20 @@ def test_regenerating_gives_identical_metadata_and_values(tmp_path, name):
     b = zarr.open_group(str(committed), mode="r")
     for name_, arr in a.arrays():
         np.testing.assert_array_equal(np.asarray(arr[...]), np.asarray(b[name_][...]), err_msg=name_)
+
+
+@pytest.mark.parametrize("name", ["attr_002_newer_minor", "attr_002_newer_minor_nested_keys"])
+def test_a_newer_minor_is_read_by_every_command(name):
+    """Spec §2: a reader ignores, with a warning, what a newer minor adds, at any depth of the
+    attrs (issue 48: a key inside depth, depth.lens, execution or tasks[].harness was a DT-ATTR-003
+    error, and analyze and question refused the store)."""
+    from depthtraj.cli import app
+    from typer.testing import CliRunner
+
+    store = str(CORPUS / "invalid" / f"{name}.zarr")
+    for args in (["analyze", store, "--sections", "3", "--bootstrap", "0"], ["question", store, "0"],
+                 ["info", store]):
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, (args, r.output)
+    r = CliRunner().invoke(app, ["analyze", store, "--sections", "3", "--bootstrap", "0"])
+    assert "DT-ATTR-002" in r.stderr and "newer than this reader's" in r.stderr

@@ -471,6 +471,27 @@ def _(p):
 
 
 @case(
+    "invalid", "attr_002_newer_minor_nested_keys",
+    "format_version 1.4.0 with keys 1.3.0 does not know inside optional objects (depth, depth.lens, "
+    "execution, tasks[].harness) as well as in tasks[] and model: every one is ignored, with the one "
+    "DT-ATTR-002 warning naming them (they were DT-ATTR-003 errors inside optional objects).",
+    ("DT-ATTR-002",),
+)
+def _(p):
+    g = _base(p)
+    a = _attrs(g)
+    a["format_version"] = "1.4.0"
+    a["depth"] = {**_LAYER_DEPTH, "lens": {"kind": "logit", "future": {"x": 1}}, "future": 1}
+    a["execution"] = {"batching": "invariant", "future": True}
+    a["tasks"][0]["harness"] = {"name": "lm-evaluation-harness", "version": "0.4.13", "task": "arc_challenge",
+                                "task_version": "1.0", "config_hash": "sha256:" + "0" * 64, "num_fewshot": 0,
+                                "fewshot_seed": 1234, "future": "x"}
+    a["tasks"][0]["future"] = 2
+    a["model"]["future"] = 3
+    _set_attrs(g, a)
+
+
+@case(
     "invalid", "attr_002_declared_below_content",
     "format_version 1.0.0 on a layer store (attrs.depth came with 1.2): a 1.0 reader would take it for a "
     "recurrence; read as its content says, with a DT-ATTR-002 warning naming depth and 1.2.0.",

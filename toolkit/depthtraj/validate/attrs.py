@@ -136,21 +136,24 @@ def _declared_below_content(raw: dict, declared: tuple[str, str], arrays: list[s
         )
 
 
-def _unknown_keys(doc: Any, model, prefix: str = "") -> list[str]:
-    """Dotted paths of the keys of ``doc`` that ``model`` (and its nested models, optional or in
-    lists) does not define: what a reader of this version ignores in a newer minor's attrs."""
+def _models_of(annotation) -> list:
+    """The pydantic models a field's annotation holds: the model itself, inside an optional
+    (``X | None``) or a list (``list[X]``)."""
     import types
     import typing
 
     from pydantic import BaseModel
 
-    def models_of(annotation) -> list:
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return [annotation]
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType, list):
-            return [m for a in typing.get_args(annotation) for m in models_of(a)]
-        return []
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, list):
+        return [m for a in typing.get_args(annotation) for m in _models_of(a)]
+    return []
 
+
+def _unknown_keys(doc: Any, model, prefix: str = "") -> list[str]:
+    """Dotted paths of the keys of ``doc`` that ``model`` (and its nested models, optional or in
+    lists) does not define: what a reader of this version ignores in a newer minor's attrs."""
     if not isinstance(doc, dict):
         return []
     out = []
@@ -159,7 +162,7 @@ def _unknown_keys(doc: Any, model, prefix: str = "") -> list[str]:
         if field is None:
             out.append(f"{prefix}{k}")
             continue
-        for sub in models_of(field.annotation)[:1]:
+        for sub in _models_of(field.annotation)[:1]:
             for item in v if isinstance(v, list) else [v]:
                 for key in _unknown_keys(item, sub, f"{prefix}{k}{'[]' if isinstance(v, list) else ''}."):
                     if key not in out:
@@ -275,9 +278,8 @@ def _model_errors(doc: dict, newer: bool, col: Collector) -> None:
 
 
 def _known_keys(doc, model):
-    """``doc`` without the keys ``model`` (and its nested models) does not define."""
-    from pydantic import BaseModel
-
+    """``doc`` without the keys ``model`` (and its nested models, optional or in lists, at any
+    depth) does not define: what a reader ignores in a newer minor's attrs (spec §2)."""
     if not isinstance(doc, dict):
         return doc
     out = {}
@@ -285,13 +287,8 @@ def _known_keys(doc, model):
         field = model.model_fields.get(k)
         if field is None:
             continue
-        sub = field.annotation
-        if isinstance(sub, type) and issubclass(sub, BaseModel):
-            v = _known_keys(v, sub)
-        elif getattr(sub, "__origin__", None) is list and isinstance(v, list):
-            (item,) = sub.__args__
-            if isinstance(item, type) and issubclass(item, BaseModel):
-                v = [_known_keys(x, item) for x in v]
+        for sub in _models_of(field.annotation)[:1]:
+            v = [_known_keys(x, sub) for x in v] if isinstance(v, list) else _known_keys(v, sub)
         out[k] = v
     return out
 
