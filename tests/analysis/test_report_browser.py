@@ -31,8 +31,6 @@ pytestmark = [pytest.mark.models, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 
-ROOT = Path(__file__).resolve().parents[2]
-ARC = ROOT / "toolkit" / "depthtraj" / "data" / "arc_challenge_sample.jsonl"
 WIDTHS = (700, 1280)
 
 
@@ -43,16 +41,12 @@ def _cli(*args) -> None:
 
 
 @pytest.fixture(scope="module")
-def reports(browser, tmp_path_factory):
+def reports(browser, demo_and_layer_store, tmp_path_factory):
     """``{"demo": report.html, "two": report.html}``: the demo's report, and a report of the demo's
     recurrent store beside a 6-layer logit-lens store of the same ARC questions."""
-    root = tmp_path_factory.mktemp("browser")
-    _cli("demo", "--model", "tiny", "--out", root / "demo", "--depths", 8)
-    _cli("tiny", "--adapter", "layers", "--model-type", "llama", "--layers", 6, "--out", root / "l6")
-    _cli("collect", "--adapter", "layers", "--model", root / "l6", "--task", "arc_challenge", "--data", ARC,
-         "--precision", "bf16,fp32", "--out", root / "l6.zarr")
-    _cli("report", root / "demo" / "demo.zarr", root / "l6.zarr", "--out", root / "two", "--bootstrap", 200)
-    return {"demo": root / "demo" / "report" / "report.html", "two": root / "two" / "report.html"}
+    root, two = demo_and_layer_store, tmp_path_factory.mktemp("browser") / "two"
+    _cli("report", root / "demo" / "demo.zarr", root / "l6.zarr", "--out", two, "--bootstrap", 200)
+    return {"demo": root / "demo" / "report" / "report.html", "two": two / "report.html"}
 
 
 @pytest.fixture(scope="module")

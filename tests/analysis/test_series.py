@@ -12,8 +12,6 @@ through every figure (the stopping-rules figure included).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -195,24 +193,10 @@ def test_accuracy_across_depth_of_one_store_reads_depth(document, computed, snap
 # ----------------------------------------------------------------------------------------------
 # the real stores: the demo (a random-weight recurrent model) beside a 6-layer logit-lens store
 # ----------------------------------------------------------------------------------------------
-ROOT = Path(__file__).resolve().parents[2]
-ARC = ROOT / "toolkit" / "depthtraj" / "data" / "arc_challenge_sample.jsonl"
-
-
-def _cli(*args) -> None:
-    r = subprocess.run([sys.executable, "-c", "from depthtraj.cli import main; main()", *map(str, args)],
-                       capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr[-2000:]
-
-
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
+def real(demo_and_layer_store):
     """The analysis (every section, §7 included) of the demo store and a 6-layer store."""
-    root = tmp_path_factory.mktemp("real")
-    _cli("demo", "--model", "tiny", "--out", root / "demo", "--depths", 8)
-    _cli("tiny", "--adapter", "layers", "--model-type", "llama", "--layers", 6, "--out", root / "l6")
-    _cli("collect", "--adapter", "layers", "--model", root / "l6", "--task", "arc_challenge", "--data", ARC,
-         "--precision", "bf16,fp32", "--out", root / "l6.zarr")
+    root = demo_and_layer_store
     return compute_analysis([str(root / "demo" / "demo.zarr"), str(root / "l6.zarr")], bootstrap=100, seed=0,
                             sections="3,4,5,6,7")
 
