@@ -492,6 +492,27 @@ def _(p):
 
 
 @case(
+    "invalid", "attr_002_unused_arrangements_declared_1_0",
+    "format_version 1.0.0 on a store whose one 1.1 content is an unused arrangement (K in {3, 4, 5} "
+    "under each K's balanced design, A = 5): a 1.0 reader would not know that arrangements may be unused; "
+    "a warning, found where the arrays are read (level data).",
+    ("DT-ATTR-002",),
+)
+def _(p):
+    from depthtraj.tasks import arrangement_orders
+
+    g = _mixed(p, readout="text", normalization="char", arrangements=5)
+    K = np.asarray(g["n_candidates"][...])
+    order = arrangement_orders(K.tolist(), 4)
+    g["arrangement_order"][...] = order
+    for q, a in zip(*np.nonzero(order[:, :, 0] < 0)):
+        _blank_arrangement(g, int(q), int(a))
+    a = _attrs(g)
+    a["format_version"] = "1.0.0"
+    _set_attrs(g, a)
+
+
+@case(
     "invalid", "attr_002_declared_below_content",
     "format_version 1.0.0 on a layer store (attrs.depth came with 1.2): a 1.0 reader would take it for a "
     "recurrence; read as its content says, with a DT-ATTR-002 warning naming depth and 1.2.0.",

@@ -19,7 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import layout as L
-from .context import Context
+from ..models.v1 import FORMAT_VERSIONS, UNUSED_ARRANGEMENTS_SINCE
+from .context import SEMVER, Context
 from .report import Collector, format_ids
 
 #: Tolerance of the bounds at 0 (DT-DATA-003, DT-DATA-008).
@@ -115,6 +116,7 @@ def check_data(ctx: Context, col: Collector) -> None:
     incomplete: list[str] = []
     n_incomplete = 0
     gaps = _missing(ctx, col)
+    unused = False  # an unused arrangement (all -1) anywhere: content of format 1.1
     per_question = [name for name in sorted(ctx.ok) if ctx.arrays[name].dims
                     and ctx.arrays[name].dims[0] == L.QUESTION and name not in (L.QUESTION, "complete")]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -133,13 +135,36 @@ def check_data(ctx: Context, col: Collector) -> None:
             ch.load(col, [name for name in per_question if name in ("n_candidates", "label", "arrangement_order")])
             if ch.sel.size:
                 ch.load(col, per_question)
+                if "arrangement_order" in ch.ok and not unused:
+                    unused = bool(np.all(ch.read("arrangement_order") == -1, axis=-1).any())
                 _check_chunk(ctx, col, ch)
+    _declared_below_unused(ctx, col, unused)
     if n_incomplete:
         col.add(
             "DT-DATA-010", "complete",
             f"{n_incomplete} of {n} questions are incomplete (complete is false) and were not "
             f"checked: {format_ids(incomplete, n_incomplete)}",
         )
+
+
+def _declared_below_unused(ctx: Context, col: Collector, unused: bool) -> None:
+    """DT-ATTR-002 (warning): unused arrangements came with format 1.1; a store declaring 1.0
+    that holds them is older than its content (the attrs' own content is checked at the attrs
+    level, which cannot see the arrays' values; one warning of the kind is enough)."""
+    m = SEMVER.match(ctx.format_version or "")
+    if not unused or m is None or m.group(1) != "1" or int(m.group(2)) >= UNUSED_ARRANGEMENTS_SINCE:
+        return
+    if any(f.rule == "DT-ATTR-002" for f in col.findings()):
+        return
+    col.add(
+        "DT-ATTR-002", "attrs.depthtraj.format_version",
+        f"format_version {ctx.format_version} is older than the content: unused arrangements (all -1 in "
+        f"arrangement_order) came with {FORMAT_VERSIONS[UNUSED_ARRANGEMENTS_SINCE]} (a 1.0 reader would not know "
+        "that a question's later arrangements may be unused)",
+        severity="warning",
+        hint=f"set attrs.depthtraj.format_version to {FORMAT_VERSIONS[UNUSED_ARRANGEMENTS_SINCE]!r} "
+        "(depthtraj collect writes it)",
+    )
 
 
 def _undecodable(ctx: Context, col: Collector, name: str, start: int, stop: int, exc: BaseException) -> None:
