@@ -279,3 +279,21 @@ def test_a_random_weight_store_says_so(tmp_path):
     assert "has random weights" in r.stderr and json.loads(r.stdout)["depthtraj"]["stores"][path]["random_weights"]
     table = CliRunner().invoke(app, ["summary", path])
     assert table.exit_code == 0 and table.stderr.count("has random weights") == 1
+
+
+def test_output_path_writes_the_json_beside_the_table(tmp_path):
+    """`--output-path FILE.json` (lm-eval's --output_path): the table on stdout and the results
+    JSON in the file from one call, the file equal to `-f json`'s document (issue 48); an
+    unwritable path is one line, exit 2."""
+    path = _store(tmp_path / "s.zarr", "text")
+    target = tmp_path / "out" / "results.json"
+    r = CliRunner().invoke(app, ["summary", path, "--output-path", str(target)])
+    assert r.exit_code == 0, r.stderr
+    assert "acc" in r.stdout and not r.stdout.lstrip().startswith("{")  # the table
+    j = CliRunner().invoke(app, ["summary", path, "-f", "json"])
+    assert json.loads(target.read_text()) == json.loads(j.stdout)
+    assert f"wrote lm-eval's results JSON to {target}" in r.stderr
+    (tmp_path / "file").write_text("")
+    bad = CliRunner().invoke(app, ["summary", path, "--output-path", str(tmp_path / "file" / "x.json")])
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "cannot write" in bad.stderr
+    assert not list((tmp_path / "out").glob(".results*"))

@@ -357,6 +357,9 @@ def summary(
         metavar="DIR", help="The directory of your own lm-eval task YAML files (lm-eval's --include_path), instead of "
                             "the one recorded by collect --include-path.")] = None,
     allow_defects: AllowDefectsOpt = False,
+    output_path: Annotated[Optional[Path], typer.Option(
+        metavar="FILE.json", help="Also write lm-eval's results JSON (the -f json document) to FILE.json, whatever "
+                                  "-f prints: the table and the JSON from one call (lm-eval's --output_path).")] = None,
 ) -> None:
     """lm-evaluation-harness's acc, acc_norm and acc_bytes (± its stderr) per task, group and arm, at
     the endpoint and at the best depth: every member task and each group's aggregate as lm-eval
@@ -366,7 +369,7 @@ def summary(
 
     with stages("depthtraj summary"):  # lm-eval's task index, when a group's aggregate needs it
         code = run_summary(stores, fmt=format, log_samples=log_samples, allow_defects=allow_defects,
-                           include_path=include_path)
+                           include_path=include_path, output_path=output_path)
     raise typer.Exit(code)
 
 

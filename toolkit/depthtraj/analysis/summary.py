@@ -695,10 +695,12 @@ def write_samples(opened: list[tuple[str, object]], target: Path) -> int:
 
 # ---------------------------------------------------------------------------------------------- command
 def run_summary(stores, *, fmt: str = "table", log_samples: Path | None = None, allow_defects: bool = False,
-                include_path: Path | None = None) -> int:
+                include_path: Path | None = None, output_path: Path | None = None) -> int:
     """The ``summary`` command; returns the exit code (0 done, 2 user error: one line, nothing
     written). ``include_path``: the directory of your own lm-eval YAML tasks, instead of the one
-    each store recorded. Notes (one line each, ``depthtraj: note:``) go to stderr."""
+    each store recorded. ``output_path``: also write lm-eval's results JSON (the ``-f json``
+    document) to this file, whole or not at all, whatever ``fmt`` prints. Notes (one line each,
+    ``depthtraj: note:``) go to stderr."""
     import dask
 
     from ..store import StoreError
@@ -749,11 +751,34 @@ def run_summary(stores, *, fmt: str = "table", log_samples: Path | None = None, 
         return _error(f"cannot write {log_samples}: {exc.strerror or exc}")
     for line in dict.fromkeys(notes):
         print(f"depthtraj: note: {line}", file=sys.stderr)
+    document = json.dumps(lmeval_document(rows, meta), indent=2, ensure_ascii=False) + "\n"
+    if output_path is not None:
+        try:
+            _write_whole(Path(output_path), document)
+        except OSError as exc:
+            return _error(f"cannot write {output_path}: {exc.strerror or exc}")
+        print(f"depthtraj: wrote lm-eval's results JSON to {output_path}", file=sys.stderr)
     if fmt == "json":
-        sys.stdout.write(json.dumps(lmeval_document(rows, meta), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(document)
     else:
         render_table(rows, sys.stdout)
     return 0
+
+
+def _write_whole(target: Path, text: str) -> None:
+    """``text`` into ``target`` through a temporary file beside it: whole or not at all."""
+    import os
+    import tempfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _is_text(path) -> bool:
