@@ -15,6 +15,7 @@ lm-evaluation-harness's registry (``--task lmeval:NAME``) and lm-eval-compatible
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -412,6 +413,22 @@ def test_the_results_are_an_lm_eval_results_document(user_tasks, user_store):
     assert "acc_bytes" not in table
     assert doc["results"]["dt_a"]["alias"] == "dt_a" and doc["versions"] == {"dt_a": 1.0, "dt_b": 1.0, "dt_group": "3"}
     assert doc["depthtraj"]["tasks"]["dt_a"]["store_task"] == "lmeval:dt_group"
+    # lm-eval's run metadata, from what the store recorded (issue 48): the same store, the same file
+    import zarr
+    from lm_eval.utils import sanitize_model_name
+
+    attrs = zarr.open_group(str(store), mode="r").attrs["depthtraj"]
+    assert doc["model_name"] == attrs["model"]["name"] and doc["model_source"] == "depthtraj"
+    assert doc["model_name_sanitized"] == sanitize_model_name(doc["model_name"])
+    assert doc["lm_eval_version"] == lm_eval.__version__ and doc["task_hashes"] == {}
+    assert doc["transformers_version"] == attrs["software"]["transformers"]
+    created = datetime.datetime.fromisoformat(attrs["created"].replace("Z", "+00:00")).timestamp()
+    assert doc["date"] == created
+    assert CliRunner().invoke(app, ["summary", str(store), "-f", "json"]).stdout == r.stdout
+    # configs name the data the store was collected from, not the hub path of the task's YAML
+    source = {t["name"]: t["source"] for t in attrs["tasks"]}["lmeval:dt_group"]
+    assert doc["configs"]["dt_a"]["dataset_path"] == source
+    assert doc["depthtraj"]["tasks"]["dt_a"]["harness_dataset_path"] == "json"
     # the table: the group above its members
     r = CliRunner().invoke(app, ["summary", str(store)])
     assert r.exit_code == 0, r.output

@@ -491,7 +491,12 @@ def lmeval_document(rows: list[SummaryRow], stores_meta: dict) -> dict:
                 doc["groups"][key] = dict(res)
             doc["group_subtasks"][key] = [c + sfx for c in r.children]
         else:
-            doc["configs"][key] = r.config
+            config, hub = dict(r.config), None
+            source = r.task_info.get("source")
+            if _harness_of(r.task_info) and source and config.get("dataset_path"):
+                # the data the store was collected from, not the hub path the task's YAML names
+                hub, config["dataset_path"] = config["dataset_path"], str(source)
+            doc["configs"][key] = config
             doc["n-samples"][key] = {"original": r.n, "effective": r.n}
         doc["versions"][key] = r.version
         if r.n_shot is not None:
@@ -511,12 +516,44 @@ def lmeval_document(rows: list[SummaryRow], stores_meta: dict) -> dict:
             "task": r.task, "store_task": r.store_task, "arm": r.arm, "store": r.store, "group": r.is_group,
             "unlabelled": r.unlabelled, "unlisted": [m for m in r.values if m not in r.listed],
             **({"harness": harness} if harness else {}),
+            **({"harness_dataset_path": hub} if not r.is_group and hub else {}),
             **({"prompt_template": r.task_info["prompt_template"]} if r.task_info.get("prompt_template") else {})}
     if not doc["groups"]:
         del doc["groups"]
     for k in ("configs", "versions", "n-shot", "higher_is_better"):
         doc[k] = dict(sorted(doc[k].items()))
+    doc.update(_run_metadata(rows, stores_meta))
     return doc
+
+
+def _run_metadata(rows: list[SummaryRow], stores_meta: dict) -> dict:
+    """The run fields of lm-eval's results file, from what the stores recorded: the model's name
+    (lm-eval's ``sanitize_model_name`` of it), the harness and transformers versions the
+    collection ran, and ``date`` the newest store's creation (a Unix time, as lm-eval's start
+    time; the same store gives the same file). ``task_hashes`` is empty, as lm-eval writes it
+    without samples: its hashes cover the documents, which a store does not hold."""
+    import datetime as dt
+    import re
+
+    def joined(values) -> str | None:
+        seen = list(dict.fromkeys(str(v) for v in values if v))
+        return ",".join(seen) if seen else None
+
+    name = joined(m.get("model") for m in stores_meta.values()) or "depthtraj"
+    created = []
+    for m in stores_meta.values():
+        try:
+            created.append(dt.datetime.fromisoformat(str(m.get("created")).replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            continue
+    return {
+        "model_source": "depthtraj", "model_name": name,
+        "model_name_sanitized": re.sub(r"[\"<>:/|\\?*\[\]]+", "__", name),  # lm_eval.utils.sanitize_model_name
+        "lm_eval_version": joined((_harness_of(r.task_info) or {}).get("version") for r in rows),
+        "transformers_version": joined((m.get("software") or {}).get("transformers") for m in stores_meta.values()),
+        "date": max(created) if created else None,
+        "task_hashes": {},
+    }
 
 
 def _pm(v: float, e: float) -> str:
@@ -737,7 +774,8 @@ def run_summary(stores, *, fmt: str = "table", log_samples: Path | None = None, 
             with dask.config.set(scheduler="threads"):
                 rows += summarize_store(ds, str(path), include_path=include_path, notes=notes)
             attrs = ds.attrs.get("depthtraj", {}) or {}
-            meta[str(path)] = {"model": (attrs.get("model") or {}).get("name"),
+            meta[str(path)] = {"model": (attrs.get("model") or {}).get("name"), "created": attrs.get("created"),
+                               "software": attrs.get("software") if isinstance(attrs.get("software"), dict) else None,
                                "random_weights": (attrs.get("model") or {}).get("random_weights") is True,
                                "readout": readout_info(ds)["label"],
                                "endpoint": int(np.asarray(ds[L.DEPTH].values)[-1]),
