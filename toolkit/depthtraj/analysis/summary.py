@@ -55,6 +55,7 @@ memory is bounded by the chunk size; the file appears whole or not at all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -543,7 +544,7 @@ def _run_metadata(rows: list[SummaryRow], stores_meta: dict) -> dict:
     created = []
     for m in stores_meta.values():
         try:
-            created.append(dt.datetime.fromisoformat(str(m.get("created")).replace("Z", "+00:00")).timestamp())
+            created.append(dt.datetime.fromisoformat(str(m.get("created"))).timestamp())
         except ValueError:
             continue
     return {
@@ -689,9 +690,6 @@ def write_samples(opened: list[tuple[str, object]], target: Path) -> int:
         ValueError: Parquet without pyarrow (one line).
         OSError: the file cannot be written.
     """
-    import os
-    import tempfile
-
     parquet = target.suffix == ".parquet"
     if parquet:
         try:
@@ -700,34 +698,44 @@ def write_samples(opened: list[tuple[str, object]], target: Path) -> int:
         except ImportError:
             raise ValueError("--log-samples PATH.parquet needs pyarrow (pip install pyarrow, or 'depthtraj[lmeval]'); "
                              "or write JSON Lines (.jsonl)") from None
+    count = 0
+    with _whole_file(target, binary=parquet) as fh:
+        writer = None
+        for path, ds in opened:
+            for records in _sample_records(ds, path):
+                if not records:
+                    continue
+                for r in records:
+                    r["store"] = path
+                count += len(records)
+                if parquet:
+                    table = pa.Table.from_pylist(records)
+                    if writer is None:
+                        writer = pq.ParquetWriter(fh, table.schema)
+                    writer.write_table(table.cast(writer.schema))
+                else:
+                    fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        if writer is not None:
+            writer.close()
+    return count
+
+
+@contextlib.contextmanager
+def _whole_file(target: Path, *, binary: bool = False):
+    """An open temporary file beside ``target`` that replaces it when the block ends, and is
+    removed when the block raises: ``target`` is written whole or not at all."""
+    import os
+    import tempfile
+
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
-    os.close(fd)
-    count = 0
     try:
-        writer = None
-        with open(tmp, "w" if not parquet else "wb", encoding=None if parquet else "utf-8") as fh:
-            for path, ds in opened:
-                for records in _sample_records(ds, path):
-                    if not records:
-                        continue
-                    for r in records:
-                        r["store"] = path
-                    count += len(records)
-                    if parquet:
-                        table = pa.Table.from_pylist(records)
-                        if writer is None:
-                            writer = pq.ParquetWriter(fh, table.schema)
-                        writer.write_table(table.cast(writer.schema))
-                    else:
-                        fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-            if writer is not None:
-                writer.close()
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            yield fh
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return count
 
 
 # ---------------------------------------------------------------------------------------------- command
@@ -804,19 +812,9 @@ def run_summary(stores, *, fmt: str = "table", log_samples: Path | None = None, 
 
 
 def _write_whole(target: Path, text: str) -> None:
-    """``text`` into ``target`` through a temporary file beside it: whole or not at all."""
-    import os
-    import tempfile
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``text`` into ``target``, whole or not at all."""
+    with _whole_file(target) as fh:
+        fh.write(text)
 
 
 def _is_text(path) -> bool:
