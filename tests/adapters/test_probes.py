@@ -87,8 +87,9 @@ def test_text_probes_are_of_the_sum_and_validate(checkpoint, tmp_path):
     never backwards, and ends at the total."""
     out = tmp_path / "text.zarr"
     seen: list[tuple[float, int]] = []
-    _collect("huginn", checkpoint, out, readout="text", options=True, arrangements=4, probes="2", batch_size=64,
-             progress=lambda done, total: seen.append((float(done), int(total))))
+    # one question of each task under four arrangements: eight items in one batch
+    _collect("huginn", checkpoint, out, sources=_sources(1), readout="text", options=True, arrangements=4, probes="2",
+             batch_size=64, progress=lambda done, total: seen.append((float(done), int(total))))
     done = [d for d, _ in seen]
     total = seen[-1][1]
     assert done == sorted(done) and done[-1] == total

@@ -206,22 +206,22 @@ def test_every_figure_of_the_demo_and_a_layer_store_reads(real, snapshots, tmp_p
     from depthtraj.analysis.figures import draw_figures
 
     document = real.document
-    for i, doc in enumerate(({**document, "analyses": document["analyses"][:2]}, document)):  # demo, then both
-        out = tmp_path / str(i)
-        drawn = draw_figures(out, doc)
-        files = [p for f in drawn for p in f.files]
-        files += depth_series_figure(doc, out) + accuracy_across_depth(doc, out)
-        assert any(p.name.startswith("exits_") for p in files)
-        for p in files:
-            seen = snapshots.seen[p.name]
-            for ax in seen["axes"]:
-                if ax["xlabel"].startswith("depth"):
-                    assert _integers(ax["xticks"]), (p.name, ax["xticks"])
-            if p.name.startswith("exits_"):
-                left, right = seen["axes"]
-                assert left["texts"] == right["texts"] == []  # notes in the title area only
-                curves = [ln for ln in left["lines"] if len(ln["x"]) >= 2 and not np.array_equal(ln["x"], [0, 1])]
-                assert all(np.all(np.diff(ln["x"]) >= 0) for ln in curves)
-                assert len(seen["legend"]) == len(curves) + 2 + any(len(ln["x"]) == 1 for ln in left["lines"])
+    # the two stores on one page (one store's figures: tests/analysis/test_figures.py)
+    out = tmp_path / "both"
+    drawn = draw_figures(out, document)
+    files = [p for f in drawn for p in f.files]
+    files += depth_series_figure(document, out) + accuracy_across_depth(document, out)
+    assert any(p.name.startswith("exits_") for p in files)
+    for p in files:
+        seen = snapshots.seen[p.name]
+        for ax in seen["axes"]:
+            if ax["xlabel"].startswith("depth"):
+                assert _integers(ax["xticks"]), (p.name, ax["xticks"])
+        if p.name.startswith("exits_"):
+            left, right = seen["axes"]
+            assert left["texts"] == right["texts"] == []  # notes in the title area only
+            curves = [ln for ln in left["lines"] if len(ln["x"]) >= 2 and not np.array_equal(ln["x"], [0, 1])]
+            assert all(np.all(np.diff(ln["x"]) >= 0) for ln in curves)
+            assert len(seen["legend"]) == len(curves) + 2 + any(len(ln["x"]) == 1 for ln in left["lines"])
     (path,) = accuracy_across_depth(document, tmp_path / "first.png")
     assert snapshots.seen[path.name]["axes"][0]["xlabel"] == "relative depth t/T"  # T=8 beside T=6

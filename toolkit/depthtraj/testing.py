@@ -953,13 +953,14 @@ class AdapterKit:
                         # drowns central differences in their rounding
                         eps = 1e-2 * float(ht[0, pos].pow(2).mean().sqrt())
                         rng = np.random.default_rng(i)
-                        for _ in range(3):
-                            v = torch.as_tensor(rng.normal(size=(n_pos, hidden)), dtype=f64, device=a.device)
-                            hb = ht.expand(2, -1, -1).clone()
-                            hb[0, pos] += eps * v
-                            hb[1, pos] -= eps * v
-                            sc = evaluate(hb, t)
-                            fd = ((sc[0] - sc[1]) / (2 * eps)).cpu().numpy()
+                        # three directions, each stepped both ways, in one float64 batch [6, seq, hidden]
+                        vs = torch.as_tensor(rng.normal(size=(3, n_pos, hidden)), dtype=f64, device=a.device)
+                        hb = ht.expand(6, -1, -1).clone()
+                        hb[0::2, pos] += eps * vs
+                        hb[1::2, pos] -= eps * vs
+                        sc = evaluate(hb, t)
+                        for d, v in enumerate(vs):
+                            fd = ((sc[2 * d] - sc[2 * d + 1]) / (2 * eps)).cpu().numpy()
                             jv = J @ v.reshape(-1).cpu().numpy()
                             # within 1e-3 of the directional derivative's scale: a detached or missing op is off by O(1)
                             if not np.abs(jv - fd).max() <= 1e-3 * max(float(np.abs(fd).max()), 1e-9):
@@ -969,12 +970,11 @@ class AdapterKit:
                         gen = torch.Generator(device="cpu").manual_seed(probe_seed(seeds[i], t))
                         rr = torch.randint(0, 2, (draws, n_pos, hidden), generator=gen, dtype=torch.int8)
                         base = evaluate(ht, t)[0]
-                        changes = []
-                        for d in range(draws):
-                            hb = ht.clone()
-                            hb[0, pos] += (rr[d].to(f64) * 2 - 1).to(a.device) * sigma
-                            changes.append((evaluate(hb, t)[0] - base).cpu().numpy())
-                        ch = np.stack(changes)
+                        # every draw's perturbed state in one float64 batch [draws, seq, hidden]: each row
+                        # is read on its own (the readout is per row), so this is the draws one at a time
+                        hb = ht.expand(draws, -1, -1).clone()
+                        hb[:, pos] += (rr.to(f64) * 2 - 1).to(a.device) * sigma
+                        ch = (evaluate(hb, t) - base).cpu().numpy()  # [draws, K]
                         ref_mean, ref_moment = ch.mean(0), ch.T @ ch / draws
                         pr = got[kind]
                         k = ref_jjt.shape[0]
@@ -1005,7 +1005,9 @@ class AdapterKit:
         from .demo import sample_sources
         from .validate import validate_store
 
-        sources = [Source(s.task, s.path, limit=2, split=s.split) for s in sample_sources()]
+        # one question of each shipped task, in chunks of one: two chunks, every precision arm,
+        # balanced arrangements and both readouts, at the smallest cost
+        sources = [Source(s.task, s.path, limit=1, split=s.split) for s in sample_sources()]
         runs = {
             "label": dict(readout="label", precision=("bf16", "bf16-fp32head", "fp32")),
             "text": dict(readout="text", options=True, arrangements=4, precision=("bf16",)),
@@ -1021,7 +1023,7 @@ class AdapterKit:
                 try:
                     collect(
                         adapter=cls, model=self.checkpoint, sources=sources, out=out,
-                        depths=self.n_steps, device=self.device, batch_size=4, chunk_size=2,
+                        depths=self.n_steps, device=self.device, batch_size=4, chunk_size=1,
                         **runs[readout],
                     )
                 except CollectError as exc:

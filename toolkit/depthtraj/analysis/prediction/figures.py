@@ -209,10 +209,11 @@ def exits_figure(document: dict, directory: Path) -> list[Path] | str:
 
 
 def _firsts(x: np.ndarray, y: np.ndarray) -> list[int]:
-    """The indices where a point differs from the previous one (markers once per distinct point)."""
-    keep = [0] if len(x) else []
-    for i in range(1, len(x)):
-        if not (np.isclose(x[i], x[i - 1], equal_nan=True) and np.isclose(y[i], y[i - 1], equal_nan=True)):
-            keep.append(i)
-    return keep
+    """The indices where a point differs from the previous one (markers once per distinct point;
+    ``np.isclose`` with NaN equal to NaN, as one vectorised comparison of each point with the last)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if not len(x):
+        return []
+    same = (np.isclose(x[1:], x[:-1], equal_nan=True) & np.isclose(y[1:], y[:-1], equal_nan=True))
+    return [0, *(np.flatnonzero(~same) + 1).tolist()]
 
