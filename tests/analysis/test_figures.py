@@ -32,6 +32,8 @@ from depthtraj.analysis.core.plotting import FULL_WIDTH
 from depthtraj.analysis.figures import draw_figures, write_figures
 from depthtraj.analysis.sections import load
 from depthtraj.testing import synthetic_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from .reference_dynamics import ref_correctness, ref_increments
@@ -317,12 +319,13 @@ def test_accuracy_per_depth_with_pointwise_intervals(document, stores):
 
 
 def _copy_arm(document: dict, store: str, table: str, src: str, dst: str) -> dict:
-    """The document with ``dst``'s rows of ``table`` (and of ``precision`` for ρ) replaced by
-    ``src``'s, relabelled: two arms with the same series."""
+    """The document with ``dst``'s rows of ``table`` (and of ``precision`` for ρ, of ``accuracy``
+    for the prediction curves' endpoint) replaced by ``src``'s, relabelled: two arms with the same
+    series."""
     out = []
     for an in _only(document, store)["analyses"]:
         tables = dict(an["tables"])
-        for name in {table, "precision"} & set(tables):
+        for name in {table, "precision", "accuracy"} & set(tables):
             rows = [r for r in tables[name]["rows"] if r["precision"] != dst]
             rows += [{**r, "precision": dst} for r in tables[name]["rows"] if r["precision"] == src]
             tables[name] = {**tables[name], "rows": rows}
@@ -349,6 +352,36 @@ def test_prediction_figure_names_equal_arms_together_and_draws_distinct_ones(doc
     (tmp_path / "two").mkdir()
     paths = prediction_figure(_only(document, stores["f1"], stores["f2"]), tmp_path / "two")
     assert paths and all(not recorder.seen[p.name]["problems"] for p in paths)
+
+
+def test_prediction_curves_reach_the_endpoint(document, stores, tmp_path):
+    """issue 48: the layers tutorial's prediction figure stopped at layer 2 of 3 (the transitions
+    table holds t < T). Each curve now ends at T: disagreement 0 with the own depth-T winner and
+    accuracy A_T with the ``accuracy`` table's interval."""
+    import matplotlib.figure
+    from depthtraj.analysis.dynamics.figures import prediction_figure
+
+    doc = _only(document, stores["f1"])
+    drawn = {}
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(fig, fname, *a, **k):
+        drawn[Path(fname).name] = [[(ln.get_xdata(), ln.get_ydata()) for ln in ax.get_lines()] for ax in fig.axes[:2]]
+        return original(fig, fname, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matplotlib.figure.Figure, "savefig", keep)
+        paths = prediction_figure(doc, tmp_path)
+    accuracy = {(r["task"], r["precision"]): r for an in doc["analyses"]
+                for r in an["tables"].get("accuracy", {}).get("rows", [])}
+    assert paths
+    for p in paths:
+        task = "arc_challenge" if "arc" in p.name else "mmlu"
+        (dis, acc) = drawn[p.name]
+        first_curve = dis[0]  # the first arm's estimate (its band edges follow)
+        assert int(first_curve[0][-1]) == T and first_curve[1][-1] == 0.0
+        assert int(acc[0][0][-1]) == T
+        assert acc[0][1][-1] == pytest.approx(accuracy[(task, "bf16")]["A_T"])
 
 
 def test_precision_figure_draws_the_cumulative_distribution_from_the_atom(document, stores, recorder, tmp_path):
@@ -679,3 +712,20 @@ def test_interval_bars_draw_an_interval_that_excludes_its_estimate():
     (hseg,) = hbars.lines[2]
     assert [(float(min(s[:, 0])), float(max(s[:, 0]))) for s in hseg.get_segments()] == [(2.0, 3.0)]
     plt.close(fig)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0, 1.0 + 1e-12, 2.5, np.nan]),
+                          st.sampled_from([0.0, 3.0, 3.0 + 1e-12, np.nan])), max_size=12))
+def test_markers_once_per_distinct_point_as_the_loop_does(points):
+    """The stopping-rules figure marks a curve's point only where it differs from the previous one:
+    the vectorised ``_firsts`` equals the point-by-point loop it replaced (NaN equal to NaN)."""
+    from depthtraj.analysis.prediction.figures import _firsts
+
+    x = np.array([p[0] for p in points])
+    y = np.array([p[1] for p in points])
+    want = [0] if len(x) else []
+    for i in range(1, len(x)):
+        if not (np.isclose(x[i], x[i - 1], equal_nan=True) and np.isclose(y[i], y[i - 1], equal_nan=True)):
+            want.append(i)
+    assert _firsts(x, y) == want

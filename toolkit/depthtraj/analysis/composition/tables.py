@@ -98,10 +98,11 @@ def energy_shares_table(res, *, store: str, model: str, readout: str = "F1", by:
     ``probability`` for label stores (M is the candidate-set mass), ``algebraic`` otherwise."""
     pairs = res.extra["energy_pairs"]
     cols = key_columns(by, Column("interval", "r→t", kind="str"))
+    symbol = {"E_kappa": "E_κ", "E_cross": "E_×"}  # the paper's symbols in headers and axes; keys stay ASCII
     for x in ("Q", "E_M", "E_kappa", "E_cross", "E"):
-        cols.append(Column(f"mean_{x}", f"mean {x}", "nats²", digits=5, group="value"))
+        cols.append(Column(f"mean_{x}", f"mean {symbol.get(x, x)}", "nats²", digits=5, group="value"))
     for x in ("Q", "E_M", "E_kappa", "E_cross"):
-        cols.append(Column(f"share_{x}", f"share {x} %", "%", group="share"))
+        cols.append(Column(f"share_{x}", f"share {symbol.get(x, x)} %", "%", group="share"))
     tot = {x: res.extra["sum"][f"int_{x}"] for x in ("Q", "E_M", "E_kappa", "E_cross", "E")}
     rows = []
     for gi, cell in enumerate(res.groups):

@@ -38,14 +38,33 @@ _COLOURS = {"F1": "C0", "F2": "C1", "F3": "C2"}
 _ARM_STYLES = ("-", "--", ":", "-.")
 
 
+_CURVE_KEYS = ("store", "model", "readout", "task", "subject", "precision")
+
+
 def _transition_rows(document: dict) -> list[dict]:
-    """The ``transitions`` rows, once per store (the table is built on the first grid only)."""
+    """The ``transitions`` rows, once per store (the table is built on the first grid only), each
+    curve closed at its endpoint T: the table holds depths t < T, and at t = T the disagreement
+    with the own depth-T winner is 0 by definition and the accuracy is A_T with its interval (the
+    ``accuracy`` table), so a curve of a 3-layer store reaches layer 3."""
     seen, rows = set(), []
     for an in document.get("analyses", []):
-        t = an.get("tables", {}).get("transitions")
-        if t and (an.get("store"), an.get("readout")) not in seen:
-            seen.add((an.get("store"), an.get("readout")))
-            rows.extend(t["rows"])
+        tables = an.get("tables", {})
+        t = tables.get("transitions")
+        if not t or (an.get("store"), an.get("readout")) in seen:
+            continue
+        seen.add((an.get("store"), an.get("readout")))
+        endpoint = {tuple(r.get(k) for k in _CURVE_KEYS): r for r in (tables.get("accuracy") or {}).get("rows", [])}
+        last: dict[tuple, dict] = {}
+        for r in t["rows"]:
+            rows.append(r)
+            last[tuple(r.get(k) for k in _CURVE_KEYS)] = r
+        for key, r in last.items():
+            acc = endpoint.get(key)
+            if acc is None or r.get("T") is None or int(r["depth"]) >= int(r["T"]):
+                continue
+            rows.append({**{k: r[k] for k in r if not k.startswith(("N_", "acc_change", "A_t", "disagreement"))},
+                         "depth": int(r["T"]), "disagreement": 0.0, "disagreement_lo": 0.0, "disagreement_hi": 0.0,
+                         "A_t": acc.get("A_T"), "A_t_lo": acc.get("A_T_lo"), "A_t_hi": acc.get("A_T_hi")})
     return rows
 
 

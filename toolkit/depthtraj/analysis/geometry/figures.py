@@ -83,10 +83,12 @@ def text_geometry_figure(document: dict, directory: Path) -> list[Path] | str:
         base, _, _ = arrays(rs, "W_raw")
         axl.bar(x, base, color="lightgray", label="raw depth area W_raw", width=0.6)
         bottom = base.copy()
+        levels = [base]  # every level a bar or a marker reaches, for the y range below
         for key, name, color in _INCREMENTS:
             v, _, _ = arrays(rs, key)
             axl.bar(x, v, bottom=bottom, color=color, label=name, width=0.6)
             bottom = bottom + v
+            levels.append(bottom)
         # the two references as arrowheads on either side of the bar, pointing at their level:
         # equal references (common: both remove the translation) stay two visible marks
         for key, dx, marker, face, name in (("W_mean", -0.39, ">", "black", "mean reference W_mean"),
@@ -94,6 +96,15 @@ def text_geometry_figure(document: dict, directory: Path) -> list[Path] | str:
             v, _, _ = arrays(rs, key)
             axl.scatter(x + dx, v, marker=marker, facecolor=face, edgecolor="black", linewidths=0.8, s=28,
                         zorder=3, label=name)
+            levels.append(v)
+        # room above the highest bar top or marker and below the lowest (a marker is drawn about its
+        # level, and autoscaling alone clipped the tallest stacks' markers at the frame)
+        finite = np.concatenate([np.ravel(v) for v in levels])
+        finite = finite[np.isfinite(finite)]
+        if finite.size:
+            top, low = max(float(finite.max()), 0.0), min(float(finite.min()), 0.0)
+            pad = 0.1 * max(top - low, 1.0)
+            axl.set_ylim(low - (pad if low < 0 else 0.0), top + pad)
         axl.set_xticks(x, [_cell(r) for r in rs])
         axl.set_ylabel("depth area (%)")
         axl.set_title(f"{cell_title(rs[0], 'readout')}: W_raw and increments", loc="left")
