@@ -378,7 +378,7 @@ def test_report_places_both_tables(tmp_path):
     md = (out / "report.md").read_text()
     for label, head in (("pd:app:tab:moment-prediction", "Nonlinear − linear N2"),
                         ("pd:app:tab:allocation", "Weighted ridge − constant")):
-        part = md.split(f"### Table `{label}`")[1].split("### ")[0]
+        part = md.split(f" · table `{label}`")[1].split("### ")[0]
         assert "**Skipped**" not in part and head in part and "F2 sum" in part
         tex = list((out / "tables").glob(f"{label.replace('pd:', '').replace(':', '-')}*.tex"))
         assert len(tex) == 1 and f"\\label{{{label}}}" in tex[0].read_text()

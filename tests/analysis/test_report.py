@@ -57,12 +57,15 @@ def _sections(md: str) -> dict[str, str]:
               if line.startswith("- ")]
     out = {}
     for p in parts:
-        head = p.removeprefix("NOT IN THIS REPORT: ")
-        m = re.match(r"(?:Figure|Table) `([^`]+)`", head)
+        # "TITLE · table `LABEL`" (an alias: "= `LABEL`"); an unlabelled result of the paper: "TITLE ·
+        # figure, beyond the paper", its place in the paper on the item's first line (in brackets
+        # in the list of items not in this report)
+        head = p.removeprefix("NOT IN THIS REPORT: ").splitlines()[0]
+        m = re.search(r" · (?:figure|table) `([^`]+)`", head)
         if m:
             out[m.group(1)] = p
         for key, where in TEXT_ITEMS.items():
-            if head.startswith((f"Table (no label in the paper; {where})", f"Figure (no label in the paper; {where})")):
+            if f"*{where[0].upper()}{where[1:]}.*" in p or f"({where}):" in head:
                 out[key] = p
     return out
 
@@ -71,7 +74,8 @@ def test_every_paper_item_written_or_skipped_with_reason(report_dir):
     md = (report_dir / "report.md").read_text()
     items = _sections(md)
     labels = [lab for lab, _, _ in PAPER_ITEMS]
-    assert "## Additional tables" in md and md.index("### Table (no label") < md.index("## Additional tables")
+    first_unlabelled = re.search(r"^### .+ · (?:figure|table), ", md, flags=re.MULTILINE)
+    assert "## Additional tables" in md and first_unlabelled and first_unlabelled.start() < md.index("## Additional tables")
     # every label of the paper the report knows appears once: the written ones in the paper's order,
     # then those not in this report (in the paper's order too)
     written = [lab for lab in items if lab in labels and not items[lab].startswith("NOT IN THIS REPORT")]
@@ -88,18 +92,23 @@ def test_every_paper_item_written_or_skipped_with_reason(report_dir):
     assert "![accuracy across depth](figures/accuracy_across_depth.png)" in md
     for lab in SECTION7:
         assert "paper §7" in items[lab]
+    # what every item shares (every question of the stores above, the intervals) is said once, at
+    # the top; an item's population line says only what it adds (the same paragraph stood under 30 items)
+    assert md.count("**Population and intervals.**") == 1 and "30 paired whole-question Poisson(1) bootstrap" in md
+    own = 0
     for lab, text in items.items():
         if lab in SECTION7:
             continue
         assert "![" in text or "| " in text, lab  # a figure or a table
-        assert "*Population*" in text, lab
-        if lab not in ("pd:tab:data", "pd:app:tab:checkpoints"):
-            assert "paired whole-question Poisson(1) bootstrap" in md and "30 paired" in text or "![" in text, lab
+        assert "*Intervals*" not in text and "f1.zarr (synthetic, F1, N=48), " not in text.split("|")[0], lab
+        own += "*Population*" in text
+    assert own < len(items) / 2, own
     # the aliases of drawings the paper labels twice are named
     assert "`pd:app:fig:arc-cdf`" in md and "`pd:app:fig:ouro-energy`" in md and "`pd:app:fig:arc-precision`" in md
     # one table of every store and grid, keyed by store, readout and grid (with its depth set)
     lev = items["pd:app:tab:levels"]
-    assert "model synthetic" in lev and f"T={T}" in lev
+    head = md.split("## The paper's tables and figures")[0]  # the model and T, said once with the stores
+    assert "synthetic" in head and f"T={T}" in head and "model synthetic" not in lev
     assert "| f1.zarr | F1 |" in lev and "quarter {2,4,6}" in lev and "native {1:7}" in lev and "| f3.zarr |" in lev
 
 
@@ -289,7 +298,8 @@ def test_label_store_alone_says_what_it_needs(tmp_path):
     assert items["pd:tab:format"].startswith("NOT IN THIS REPORT") and "F2" in items["pd:tab:format"]
     assert items["pd:fig:precision"].startswith("NOT IN THIS REPORT")
     assert "two or more precision arms" in items["pd:fig:precision"]
-    assert "point estimates only" in items["pd:app:tab:levels"]
+    md = (out / "report.md").read_text()  # the intervals, said once at the top
+    assert "Intervals: point estimates only" in md and "*Intervals*" not in items["pd:app:tab:levels"]
 
 
 def test_failures_write_nothing(tmp_path):
@@ -407,12 +417,14 @@ def test_captions_read_without_internal_labels():
 def test_report_at_another_level_says_so(three_stores, tmp_path):
     out = tmp_path / "rep"
     assert run_report(three_stores[:1], out=out, bootstrap=20, level=0.5, sections="3") == 0
-    items = _sections((out / "report.md").read_text())
-    tables = {lab: text for lab, text in items.items() if text.startswith("Table") and "| " in text}
+    md = (out / "report.md").read_text()
+    items = _sections(md)
+    tables = {lab: text for lab, text in items.items() if " · table `" in text.splitlines()[0] and "| " in text}
     assert "pd:app:tab:levels" in tables and "pd:app:tab:direction" in tables
+    assert "Intervals: 50% percentile intervals from 20 paired" in md  # said once, at the top
     for lab, text in tables.items():
-        assert "50% percentile intervals from 20 paired" in text or lab in ("pd:tab:data", "pd:app:tab:checkpoints")
         assert "95%" not in text and "95 %" not in text, lab
+    assert "95%" not in md and "95 %" not in md
 
 
 def test_every_table_is_one_table_in_its_own_scroll_box(report_dir):
@@ -486,3 +498,15 @@ def test_the_report_reads_each_store_once_per_pass(tmp_path, monkeypatch):
     assert len(firsts) == 1 and firsts[0] is not None
     assert (out / "report.html").exists()
     assert "vocabulary" in json.loads((out / "analysis.json").read_text())["analyses"][0]["tables"]
+
+
+def test_empty_rho_bins_are_folded_out_of_the_page(report_dir):
+    """issue 48: the ρ table spent two screens on one cell's empty bins. The page shows the bins
+    that hold pairs; the CSV keeps all 101 bins of every cell."""
+    md = (report_dir / "report.md").read_text()
+    section = re.search(r"^### rho · table\n(.*?)(?=^### )", md, flags=re.MULTILINE | re.DOTALL).group(1)
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Store")]
+    assert rows and all(line.rstrip(" |").rsplit("| ", 1)[1].strip() not in ("0", "0.00") for line in rows)
+    assert "bins without pairs are in the CSV only" in section
+    csv = sorted(report_dir.glob("tables/*rho*.csv"))
+    assert csv and any(",0.0\n" in p.read_text() or ",0\n" in p.read_text() for p in csv)

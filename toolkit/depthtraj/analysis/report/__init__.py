@@ -75,8 +75,8 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("pd:app:tab:moment-prediction", "table", "Moment prediction with matched energy (§7)"),
     ("pd:app:tab:allocation", "table", "Allocation prediction after matching energy (§7)"),
     ("pd:app:prefix-prediction", "table", "Predicting endpoint agreement from a prefix (§7)"),
-    ("exit_rules", "table", "Stopping rules with calibrated thresholds (beyond the paper)"),
-    ("exits", "figure", "Work saved against disagreement and accuracy, every stopping rule (beyond the paper)"),
+    ("exit_rules", "table", "Stopping rules with calibrated thresholds"),
+    ("exits", "figure", "Work saved against disagreement and accuracy, every stopping rule"),
     ("pd:tab:data", "table", "Trajectory collections"),
     ("pd:app:tab:checkpoints", "table", "Pinned model configuration"),
 )
@@ -91,6 +91,11 @@ TEXT_ITEMS = {
                   "(pd:app:prefix-prediction)",
     "exits": "beyond the paper: the curves of `depthtraj exits`, after §7's prefix study (pd:app:prefix-prediction)",
 }
+
+#: Said once under the stores at the top of the page; each item's population line says only what
+#: it adds (a cell's N, a grid, a subset), and its intervals only where they differ.
+POPULATION_NOTE = ("Every table and figure below covers every question of the stores listed above (their one "
+                   "model and T where they share one), unless its population line says otherwise.")
 
 #: Registered tables the report does not print (their rows are drawn in a figure and kept in
 #: ``analysis.json`` and ``analyze --out``): every threshold of every stopping rule.
@@ -446,11 +451,65 @@ def _write_tables(items: list[ReportItem], directory: Path) -> None:
                 latex_table(b, label=label, caption=item.caption or b.title), encoding="utf-8")
 
 
+def _tag(item: ReportItem) -> str:
+    """The small tag after an item's plain-language title: its kind and the paper's label
+    (``table pd:app:tab:levels``), or, for a result the paper gives without a label, where it
+    stands (``figure, beyond the paper``; ``table, §6 text``); the full place is said in the item."""
+    kind = "figure" if item.kind == "figure" else "table"
+    if item.label:
+        return " = ".join([f"{kind} {item.label}", *item.aliases])
+    if item.where:
+        short = "beyond the paper" if item.where.startswith("beyond the paper") else \
+            f"{item.where.split(',')[0]} text"
+        return f"{kind}, {short}"
+    return kind
+
+
 def _heading(item: ReportItem) -> str:
-    kind = "Figure" if item.kind == "figure" else "Table"
-    lab = f" `{item.label}`" if item.label else (f" (no label in the paper; {item.where})" if item.where else "")
-    also = "".join(f" (also `{a}`)" for a in item.aliases)
-    return f"{kind}{lab}{also}: {item.title}"
+    """The Markdown heading: the title, then the tag with the label as code
+    (``Normalised depth areas · table `pd:app:tab:levels```)."""
+    tag = _tag(item)
+    if item.label:
+        tag = " = ".join([f"{tag.split(' ', 1)[0]} `{item.label}`", *(f"`{a}`" for a in item.aliases)])
+    return f"{item.title} · {tag}"
+
+
+def _where(item: ReportItem) -> str:
+    """Where the paper gives an unlabelled result, as a sentence for the item's first line."""
+    return f"{item.where[0].upper()}{item.where[1:]}." if item.where else ""
+
+
+def _meta_of(item: ReportItem, document: dict) -> tuple[str, str]:
+    """(population, intervals) an item must say itself, as sentences without the final full stop:
+    what its table's population line adds to "every question of the stores above" (the entry
+    naming every store, the one model and the one T are left out), and its intervals; a figure
+    covers every question of every store and says nothing."""
+    b = item.display
+    if b is None:
+        return "", (_intervals(document) if item.figures else "")
+    analyses = document.get("analyses", [])
+    stores = {str(an["store"]) for an in analyses}
+    models = {str(an["model"]) for an in analyses}
+    endpoints = {str(an["endpoint"]) for an in analyses}
+    own = []
+    for entry in b.population.split("; "):
+        if entry.startswith("stores ") and all(st in entry for st in stores):
+            continue
+        if len(models) == 1 and entry == f"model {next(iter(models))}":
+            continue
+        if len(endpoints) == 1 and entry == f"T={next(iter(endpoints))}":
+            continue
+        own.append(entry)
+    return "; ".join(own), b.intervals or ""
+
+
+def _common_intervals(items, document: dict) -> str:
+    """The intervals most items share, said once at the top of the page; an item repeats its
+    intervals only where they differ (the same paragraph stood under 30 items)."""
+    from collections import Counter
+
+    ivs = Counter(i for item in items if item.written for _, i in [_meta_of(item, document)] if i)
+    return ivs.most_common(1)[0][0] if ivs else _intervals(document)
 
 
 def _part(item: ReportItem) -> str:
@@ -539,7 +598,8 @@ def _markdown(items, header: dict, document: dict, glance: dict) -> str:
     lines += [f"![accuracy across depth]({f})" for f in glance["figures"]] + [""]
     lines += [GLANCE_NOTE, ""]
     lines += [f"- {s}" for s in header["stores"]] + [""]
-    lines += [f"**Intervals.** {_intervals(document)}.", "",
+    intervals = _common_intervals(items, document)
+    lines += [f"**Population and intervals.** {POPULATION_NOTE} Intervals: {intervals}.", "",
               f"Written: {header['n_tables']} tables, {header['n_figures']} figures ({header['n_files']} PNG files); "
               f"{header['n_skipped']} items of the paper are not in this report (listed with their reasons at the "
               f"end); the glossary at the end defines the symbols.", ""]
@@ -552,6 +612,8 @@ def _markdown(items, header: dict, document: dict, glance: dict) -> str:
             part = p
             lines += [f"## {p}", ""]
         lines += [f"### {_heading(item)}", ""]
+        if item.where:
+            lines += [f"*{_where(item)}*", ""]
         if item.caption:
             lines += [item.caption, ""]
         for reason in item.skipped:
@@ -560,18 +622,21 @@ def _markdown(items, header: dict, document: dict, glance: dict) -> str:
             lines += [f"![{item.label or item.title}]({f})", "", f"*{_figure_caption(item, i, f)}*", ""]
         for f in item.series:
             lines += [f"![{item.title} across depth]({f})", "", f"*The table below as curves over depth ({f}).*", ""]
-        if item.figures:
-            lines += [f"*Population*: {_population_of_figure(document)}. *Intervals*: {_intervals(document)}.", ""]
+        pop, ivs = _meta_of(item, document)
+        meta = " ".join(([f"*Population*: {pop}."] if pop else [])
+                        + ([f"*Intervals*: {ivs}."] if ivs and ivs != intervals else []))
         b = item.display
         if b is not None:
-            lines += [f"**{b.title}**", "", f"*Population*: {b.population}.", ""]
-            lines += [f"*Intervals*: {b.intervals}.", ""] if b.intervals else []
+            lines += [f"**{b.title}**", ""]
+        lines += [meta, ""] if meta else []
+        if b is not None:
             lines += [markdown_table(b), "", "Files: " + ", ".join(f"[{f['text']}]({f['href']})" for f in _files(item)),
                       ""]
     missing = [item for item in items if not item.written]
     if missing:
         lines += ["## Not in this report", ""]
-        lines += [f"- {_heading(item)}: {'; '.join(item.skipped)}" for item in missing] + [""]
+        lines += [f"- {_heading(item)}{f' ({item.where})' if item.where else ''}: {'; '.join(item.skipped)}"
+                  for item in missing] + [""]
     lines += _glossary_markdown()
     return "\n".join(lines).rstrip() + "\n"
 
@@ -589,14 +654,11 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
         return Markup(link_symbols(text))
 
     def heading(item: ReportItem) -> Markup:
-        kind = "Figure" if item.kind == "figure" else "Table"
-        lab = (f' <span class="label">{html.escape(item.label)}</span>' if item.label else
-               f" (no label in the paper; {link_symbols(item.where)})" if item.where else "")
-        also = "".join(f' <span class="label">{html.escape(a)}</span>' for a in item.aliases)
-        return Markup(f"{kind}{lab}{also}: {link_symbols(item.title)}")
+        # the plain-language title, then the kind and the paper's label as a small tag
+        return Markup(f'{link_symbols(item.title)} <span class="label">{html.escape(_tag(item))}</span>')
 
     ids = {id(item): f"item{i}" for i, item in enumerate(items)}
-    population = _population_of_figure(document)
+    intervals = _common_intervals(items, document)
     parts: list[dict] = []
     for item in items:
         if not item.written:
@@ -610,27 +672,31 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
         figures += [{"src": f, "alt": f"{item.title} across depth",
                      "caption": "The table below as curves over depth: every store, cell and arm, with its "
                                 "percentile interval as a band."} for f in item.series]
-        pop = (f"{population}." if item.figures else "") if b is None else f"{b.population}."
+        pop, ivs = _meta_of(item, document)
         parts[-1]["members"].append({
-            "id": ids[id(item)], "heading": heading(item), "caption": linked(item.caption) if item.caption else "",
-            "skipped": item.skipped, "figures": figures, "population": pop,
-            "intervals": (b.intervals if b is not None else _intervals(document) if item.figures else ""),
+            "id": ids[id(item)], "heading": heading(item), "where": linked(_where(item)) if item.where else "",
+            "caption": linked(item.caption) if item.caption else "",
+            "skipped": item.skipped, "figures": figures,
+            # said at the top once; an item repeats what differs from it only
+            "population": f"{pop}." if pop else "",
+            "intervals": ivs if ivs and ivs != intervals else "",
             "table": Markup(html_table(b, rows=HTML_FOLDED_ROWS if item.series else 60, link=link_symbols))
             if b is not None else "",
             "folded": _folded_summary(b) if b is not None and item.series else "",
             "files": _files(item),
         })
-    not_here = [{"id": ids[id(item)], "heading": heading(item), "skipped": item.skipped}
-                for item in items if not item.written]
+    not_here = [{"id": ids[id(item)], "heading": heading(item), "title": item.title, "tag": _tag(item),
+                 "skipped": item.skipped} for item in items if not item.written]
+    tags = {ids[id(item)]: (item.title, _tag(item)) for item in items}
     contents = [{"title": "At a glance", "entries": [{"id": "glance", "text": "Accuracy across depth, A_T, the best "
                                                                             "depth and τ per store and arm"}]}]
     # the contents name each item as plain text (a symbol link inside the item's link is not allowed)
     for part in parts:
         contents.append({"title": part["title"], "entries": [
-            {"id": it["id"], "text": it["heading"].striptags()} for it in part["members"]]})
+            {"id": it["id"], "text": tags[it["id"]][0], "note": tags[it["id"]][1]} for it in part["members"]]})
     if not_here:
         contents.append({"title": "Not in this report", "entries": [
-            {"id": it["id"], "text": it["heading"].striptags(), "note": "(what it needs: below)"} for it in not_here]})
+            {"id": it["id"], "text": it["title"], "note": f"{it['tag']} (what it needs: below)"} for it in not_here]})
     contents.append({"title": "Glossary", "entries": [{"id": "glossary", "text": "Every symbol with its definition"}]})
     base = resources.files(__name__) / "templates"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(base)), autoescape=True,
@@ -643,7 +709,7 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
                          "caption": "Accuracy A_t at every recorded depth, with its percentile interval, per store, "
                                     "task and arm (relative depth t/T when the stores' T differ)."}
                         for f in glance["figures"]],
-        glance_note=linked(GLANCE_NOTE), stores=header["stores"], intervals=_intervals(document),
+        glance_note=linked(GLANCE_NOTE), stores=header["stores"], population_note=POPULATION_NOTE, intervals=intervals,
         contents=contents, parts=parts, not_here=not_here, glossary=GLOSSARY,
         css=Markup((base / "report.css").read_text(encoding="utf-8")),
         js=Markup((base / "report.js").read_text(encoding="utf-8")),
@@ -696,7 +762,8 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
             stores.append(f"Options: {_options_text(options)}.")
         header = {
             "title": f"depthtraj report: {', '.join(models) or 'no model'}",
-            "summary": (f"The tables and figures of *Prediction Dynamics in Depth-Recurrent Language Models* that "
+            "summary": (f"The tables and figures of *Prediction Dynamics in Depth-Recurrent Language Models* (Xinyue Luo "
+                        f"and Fei Yu, Ant Group, preprint; each item tagged with the paper's label) that "
                         f"{'this store supports' if len(seen) == 1 else 'these stores support'}, regenerated by "
                         f"depthtraj {document.get('depthtraj_version', '')} on "
                         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}."),
@@ -708,7 +775,9 @@ def write_report(computed, out: Path, *, overwrite: bool = False, options: dict 
         }
         (tmp / "report.md").write_text(_markdown(items, header, document, glance), encoding="utf-8")
         (tmp / "report.html").write_text(_html(items, header, document, glance), encoding="utf-8")
-        (tmp / "analysis.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        # one line: the file is for programs (jq, json.load); the indented encoder is pure Python and
+        # took a tenth of a report's time on a 32 MB document
+        (tmp / "analysis.json").write_text(json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
     return items
 
 
