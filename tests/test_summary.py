@@ -71,7 +71,8 @@ def _reference(ds, task, arm):
             n = len(vals)
             mean = sum(vals) / n
             per_depth.append(mean)
-            per_err.append(math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1) / n))
+            # lm-eval 0.4's mean_stderr as written there: sample_stddev(arr) / math.sqrt(len(arr))
+            per_err.append(math.sqrt(sum([(v - mean) ** 2 for v in vals]) / (n - 1)) / math.sqrt(n))
         out[m], err[m] = per_depth, per_err
     return out, err
 
@@ -98,8 +99,9 @@ def test_the_metrics_equal_lm_evals_definitions(readout, arrangements, tmp_path)
             assert doc["results"][key]["sample_len"] == n == doc["n-samples"][key]["effective"]
             total += n if arm == "bf16" else 0
             for m in ref:
-                np.testing.assert_allclose(byd[f"{m},none"], ref[m], rtol=1e-12)
-                np.testing.assert_allclose(byd[f"{m}_stderr,none"], err[m], rtol=1e-9)
+                # to the last bit (issue 48: the stderrs came from Σx² and differed in the last bits)
+                assert byd[f"{m},none"] == ref[m], m
+                assert byd[f"{m}_stderr,none"] == err[m], m
                 if m == "acc_bytes":  # not lm-eval's default metric list: depthtraj's, under by_depth
                     assert "acc_bytes,none" not in doc["results"][key]
                     continue

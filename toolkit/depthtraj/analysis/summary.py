@@ -173,16 +173,16 @@ class SummaryRow:
         return int(np.nanargmax(v)) if np.isfinite(v).any() else len(self.depths) - 1
 
 
-def _chunk_sums(ll, K, A_q, label, codes, lens, nbytes, n_codes: int, text: bool):
-    """Per leaf task, depth, arm and metric: ``[code, depth, arm, metric, (n, Σx, Σx²)]`` of the
-    question values (arrangement means of the 0/1 correctness). Every question counts; one
-    without a gold answer (label −1) is wrong in every arrangement."""
+def _question_values(ll, K, A_q, label, lens, nbytes, text: bool) -> np.ndarray:
+    """``[q, depth, arm, metric]``: each question's value of ``acc``, ``acc_norm`` and
+    ``acc_bytes`` (the arrangement mean of its 0/1 correctness; zeros for a metric a label store
+    does not compute). Every question counts; one without a gold answer (label −1) is wrong in
+    every arrangement."""
     ll = np.asarray(ll, dtype=np.float64)  # [q, depth, cand, arr, arm]
     q, D, C, A, P = ll.shape
-    out = np.zeros((n_codes, D, P, len(METRICS), 3))
+    out = np.zeros((q, D, P, len(METRICS)))
     if q == 0:
         return out
-    codes = np.asarray(codes, dtype=np.int64)
     K = np.asarray(K, dtype=np.int64)
     label = np.asarray(label, dtype=np.int64)
     real = np.arange(C)[None, :] < K[:, None]  # [q, cand]
@@ -196,11 +196,33 @@ def _chunk_sums(ll, K, A_q, label, codes, lens, nbytes, n_codes: int, text: bool
         pred = np.argmax(x, axis=2)  # [q, depth, arr, arm], first maximum
         hit = (pred == label[:, None, None, None]).astype(np.float64)  # label -1 never matches
         hit = np.where(used[:, None, :, None], hit, 0.0)
-        val = hit.sum(2) / np.maximum(used.sum(1), 1)[:, None, None]  # [q, depth, arm]
-        np.add.at(out[:, :, :, m, 0], codes, 1.0)
-        np.add.at(out[:, :, :, m, 1], codes, val)
-        np.add.at(out[:, :, :, m, 2], codes, val * val)
+        out[..., m] = hit.sum(2) / np.maximum(used.sum(1), 1)[:, None, None]  # [q, depth, arm]
     return out
+
+
+def _squared_deviations(ll, K, A_q, label, lens, nbytes, text: bool, codes, mu) -> np.ndarray:
+    """``(x − μ_task)²`` of each question's values (:func:`_question_values`), ``mu``
+    ``[code, depth, arm, metric]`` the task means: the terms of lm-eval's ``sample_stddev``."""
+    x = _question_values(ll, K, A_q, label, lens, nbytes, text)
+    return (x - mu[np.asarray(codes, dtype=np.int64)]) ** 2
+
+
+def _in_order(parts, codes_of, n_codes: int, shape: tuple[int, ...]) -> np.ndarray:
+    """``[code, *shape]``: per task code, the sum of the chunks' per-question arrays in question
+    order, added left to right as Python's ``sum`` over lm-eval's per-document list adds them
+    (``np.add.accumulate`` is sequential), so means and standard errors are lm-eval's to the last
+    bit. ``parts``: one delayed ``[q, *shape]`` array per chunk, in store order; they are computed
+    a few at a time (the memory of a few chunks' values, never the store's)."""
+    import dask
+
+    total = np.zeros((n_codes, *shape))
+    step = 8
+    for i in range(0, len(parts), step):
+        for values, codes in zip(dask.compute(*parts[i : i + step]), codes_of[i : i + step]):
+            for c in np.unique(codes):
+                block = values[codes == c]
+                total[c] = np.add.accumulate(np.concatenate([total[c][None], block]), axis=0)[-1]
+    return total
 
 
 def _harness_of(entry: dict) -> dict:
@@ -337,11 +359,21 @@ def summarize_store(ds, path: str, *, include_path: str | None = None, notes: li
     nbytes = np.vectorize(lambda s: float(len(str(s).encode("utf-8"))), otypes=[float])(texts) if texts.size else \
         np.zeros(texts.shape)
     bounds = np.concatenate([[0], np.cumsum(var.chunks[0])]).astype(np.int64)
-    run = dask.delayed(_chunk_sums, pure=True)
-    parts = [run(block, K[a:b], A_q[a:b], label[a:b], codes[a:b], lens[a:b], nbytes[a:b], len(pairs), text)
-             for block, a, b in zip(var.data.to_delayed().ravel(), bounds[:-1], bounds[1:])]
-    total = sum(dask.compute(*parts)) if parts else np.zeros((len(pairs), var.sizes[L.DEPTH], var.sizes[L.PRECISION],
-                                                             len(METRICS), 3))
+    blocks = list(zip(var.data.to_delayed().ravel(), bounds[:-1], bounds[1:]))
+    chunk_codes = [codes[a:b] for _, a, b in blocks]
+    shape = (var.sizes[L.DEPTH], var.sizes[L.PRECISION], len(METRICS))
+    # lm-eval's mean and mean_stderr, in its order of operations: the mean Σx / n, then
+    # sqrt(Σ (x − mean)² / (n − 1)) / sqrt(n), each sum over the task's questions in order
+    values = dask.delayed(_question_values, pure=True)
+    sums = _in_order([values(blk, K[a:b], A_q[a:b], label[a:b], lens[a:b], nbytes[a:b], text) for blk, a, b in blocks],
+                     chunk_codes, len(pairs), shape)
+    n_q = np.bincount(codes, minlength=len(pairs)).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = sums / n_q[:, None, None, None]
+    deviations = dask.delayed(_squared_deviations, pure=True)
+    squares = _in_order([deviations(blk, K[a:b], A_q[a:b], label[a:b], lens[a:b], nbytes[a:b], text, codes[a:b], mu)
+                         for blk, a, b in blocks], chunk_codes, len(pairs), shape)
+    total = np.stack([np.broadcast_to(n_q[:, None, None, None], sums.shape), sums, squares], axis=-1)
     depths = [int(t) for t in np.asarray(ds[L.DEPTH].values)]
     arms = [str(p) for p in np.asarray(ds[L.PRECISION].values).tolist()]
 
@@ -361,9 +393,9 @@ def summarize_store(ds, path: str, *, include_path: str | None = None, notes: li
             s = total[ci, :, p]  # [depth, metric, 3]
             n = s[:, :, 0]
             with np.errstate(invalid="ignore", divide="ignore"):
-                mean = s[:, :, 1] / n
-                var_ = np.maximum(s[:, :, 2] - s[:, :, 1] ** 2 / n, 0.0) / (n - 1)
-                se = np.where(n > 1, np.sqrt(var_ / n), np.nan)
+                mean = s[:, :, 1] / n  # lm-eval's mean: sum(arr) / len(arr)
+                # lm-eval's mean_stderr: sample_stddev(arr) / sqrt(len(arr))
+                se = np.where(n > 1, np.sqrt(s[:, :, 2] / (n - 1)) / np.sqrt(n), np.nan)
             h = _harness_of(task_meta.get(t, {}))
             lay = layouts.get(t)
             hl = lay.leaves.get(leaf) if lay is not None else None
