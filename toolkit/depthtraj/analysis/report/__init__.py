@@ -95,7 +95,7 @@ TEXT_ITEMS = {
 #: Said once under the stores at the top of the page; each item's population line says only what
 #: it adds (a cell's N, a grid, a subset), and its intervals only where they differ.
 POPULATION_NOTE = ("Every table and figure below covers every question of the stores listed above (their one "
-                   "model and T where they share one), unless its population line says otherwise.")
+                   "model, T and arm where they share one), unless its population line says otherwise.")
 
 #: Registered tables the report does not print (their rows are drawn in a figure and kept in
 #: ``analysis.json`` and ``analyze --out``): every threshold of every stopping rule.
@@ -482,7 +482,7 @@ def _where(item: ReportItem) -> str:
 def _meta_of(item: ReportItem, document: dict) -> tuple[str, str]:
     """(population, intervals) an item must say itself, as sentences without the final full stop:
     what its table's population line adds to "every question of the stores above" (the entry
-    naming every store, the one model and the one T are left out), and its intervals; a figure
+    naming every store, the one model, the one T and the one arm are left out), and its intervals; a figure
     covers every question of every store and says nothing."""
     b = item.display
     if b is None:
@@ -491,6 +491,8 @@ def _meta_of(item: ReportItem, document: dict) -> tuple[str, str]:
     stores = {str(an["store"]) for an in analyses}
     models = {str(an["model"]) for an in analyses}
     endpoints = {str(an["endpoint"]) for an in analyses}
+    arms = {tuple(an.get("precision") or ()) for an in analyses}
+    one_arm = next(iter(arms))[0] if len(arms) == 1 and len(next(iter(arms))) == 1 else None
     own = []
     for entry in b.population.split("; "):
         if entry.startswith("stores ") and all(st in entry for st in stores):
@@ -499,6 +501,8 @@ def _meta_of(item: ReportItem, document: dict) -> tuple[str, str]:
             continue
         if len(endpoints) == 1 and entry == f"T={next(iter(endpoints))}":
             continue
+        if one_arm is not None and entry in (f"precision {one_arm}", f"arms {one_arm}"):
+            continue  # the stores' one arm, listed with them
         own.append(entry)
     return "; ".join(own), b.intervals or ""
 
