@@ -96,7 +96,9 @@ def test_native_of_a_bf16_checkpoint_computes_in_bf16(llama, tmp_path):
     from transformers import AutoModelForCausalLM
 
     bf16 = tmp_path / "bf16"
-    AutoModelForCausalLM.from_pretrained(llama, dtype=torch.bfloat16).save_pretrained(bf16)
+    # cast, then save: save_pretrained records the weights' dtype on every supported transformers
+    # (the loader's keyword is torch_dtype before 4.56 and dtype after)
+    AutoModelForCausalLM.from_pretrained(llama).to(torch.bfloat16).save_pretrained(bf16)
     for f in llama.iterdir():
         if f.name.startswith(("tokenizer", "special_tokens")):
             (bf16 / f.name).write_bytes(f.read_bytes())
