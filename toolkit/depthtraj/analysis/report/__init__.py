@@ -421,19 +421,6 @@ def _stores_line(document: dict) -> dict[str, str]:
     return seen
 
 
-def _population_of_figure(document: dict) -> str:
-    parts = []
-    seen = set()
-    for an in document["analyses"]:
-        key = (an["store"], an["readout"])
-        if key in seen:
-            continue
-        seen.add(key)
-        parts.append(f"{an['model']} ({an['readout']}, N={an['n_questions']}, T={an['endpoint']}, "
-                     f"arms {'/'.join(an['precision'])}; {an['store']})")
-    return "; ".join(parts)
-
-
 def _write_tables(items: list[ReportItem], directory: Path) -> None:
     (directory / "tables").mkdir(parents=True, exist_ok=True)
     used: set[str] = set()
@@ -468,10 +455,10 @@ def _tag(item: ReportItem) -> str:
 def _heading(item: ReportItem) -> str:
     """The Markdown heading: the title, then the tag with the label as code
     (``Normalised depth areas · table `pd:app:tab:levels```)."""
-    tag = _tag(item)
-    if item.label:
-        tag = " = ".join([f"{tag.split(' ', 1)[0]} `{item.label}`", *(f"`{a}`" for a in item.aliases)])
-    return f"{item.title} · {tag}"
+    if not item.label:
+        return f"{item.title} · {_tag(item)}"
+    kind = "figure" if item.kind == "figure" else "table"
+    return f"{item.title} · " + " = ".join([f"{kind} `{item.label}`", *(f"`{a}`" for a in item.aliases)])
 
 
 def _where(item: ReportItem) -> str:
@@ -678,7 +665,8 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
                                 "percentile interval as a band."} for f in item.series]
         pop, ivs = _meta_of(item, document)
         parts[-1]["members"].append({
-            "id": ids[id(item)], "heading": heading(item), "where": linked(_where(item)) if item.where else "",
+            "id": ids[id(item)], "heading": heading(item), "title": item.title, "tag": _tag(item),
+            "where": linked(_where(item)) if item.where else "",
             "caption": linked(item.caption) if item.caption else "",
             "skipped": item.skipped, "figures": figures,
             # said at the top once; an item repeats what differs from it only
@@ -691,13 +679,12 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
         })
     not_here = [{"id": ids[id(item)], "heading": heading(item), "title": item.title, "tag": _tag(item),
                  "skipped": item.skipped} for item in items if not item.written]
-    tags = {ids[id(item)]: (item.title, _tag(item)) for item in items}
     contents = [{"title": "At a glance", "entries": [{"id": "glance", "text": "Accuracy across depth, A_T, the best "
                                                                             "depth and τ per store and arm"}]}]
     # the contents name each item as plain text (a symbol link inside the item's link is not allowed)
     for part in parts:
         contents.append({"title": part["title"], "entries": [
-            {"id": it["id"], "text": tags[it["id"]][0], "note": tags[it["id"]][1]} for it in part["members"]]})
+            {"id": it["id"], "text": it["title"], "note": it["tag"]} for it in part["members"]]})
     if not_here:
         contents.append({"title": "Not in this report", "entries": [
             {"id": it["id"], "text": it["title"], "note": f"{it['tag']} (what it needs: below)"} for it in not_here]})
