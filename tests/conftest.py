@@ -162,7 +162,8 @@ def tiny_huginn(tmp_path_factory, huginn_tokenizer_dir) -> Path:
 @pytest.fixture(scope="session")
 def demo_and_layer_store(tmp_path_factory) -> Path:
     """``ROOT`` holding the tiny recurrent demo (``ROOT/demo``: its store at 8 depths and its own
-    report, ``depthtraj demo --model tiny``) and a 6-layer Llama logit-lens store of the same ARC
+    report, ``depthtraj demo --model tiny``, with what it printed in ``ROOT/demo.stdout`` and
+    ``ROOT/demo.stderr``) and a 6-layer Llama logit-lens store of the same ARC
     questions in two arms (``ROOT/l6.zarr``), built by the command line once per test run: under
     pytest-xdist the first worker to ask builds them and the others wait for it (a file lock in
     the run's shared temporary directory). Tests read them and write elsewhere."""
@@ -176,16 +177,19 @@ def demo_and_layer_store(tmp_path_factory) -> Path:
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     root = shared / "demo-and-layer-store"
 
-    def cli(*args) -> None:
+    def cli(*args) -> subprocess.CompletedProcess:
         r = subprocess.run([sys.executable, "-c", "from depthtraj.cli import main; main()", *map(str, args)],
                            capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stderr[-2000:]
+        return r
 
     with FileLock(str(shared / "demo-and-layer-store.lock")):
         if not (root / "built").is_file():
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir()
-            cli("demo", "--model", "tiny", "--out", root / "demo", "--depths", 8)
+            demo = cli("demo", "--model", "tiny", "--out", root / "demo", "--depths", 8)
+            (root / "demo.stdout").write_text(demo.stdout)
+            (root / "demo.stderr").write_text(demo.stderr)
             cli("tiny", "--adapter", "layers", "--model-type", "llama", "--layers", 6, "--out", root / "l6")
             cli("collect", "--adapter", "layers", "--model", root / "l6", "--task", "arc_challenge",
                 "--data", ARC_SAMPLE, "--precision", "bf16,fp32", "--out", root / "l6.zarr")

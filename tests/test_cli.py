@@ -69,12 +69,13 @@ def test_shipped_sample_is_real_data(shared_data):
 
 
 @pytest.mark.models
-def test_demo_end_to_end(tmp_path):
-    out = tmp_path / "demo"
-    r = subprocess.run([sys.executable, "-m", "depthtraj.cli", "demo", "--model", "tiny", "--out", str(out), "--depths", "4"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "ok: no findings" in r.stdout + r.stderr
+def test_demo_end_to_end(demo_and_layer_store, tmp_path):
+    """``depthtraj demo --model tiny`` (run once per test run by the ``demo_and_layer_store``
+    fixture, whose other readers share it): the checkpoint, the store, the report and a short
+    summary on stdout."""
+    out = demo_and_layer_store / "demo"
+    stdout, stderr = ((demo_and_layer_store / f"demo.{s}").read_text() for s in ("stdout", "stderr"))
+    assert "ok: no findings" in stdout + stderr
     assert (out / "tiny-huginn" / "config.json").is_file()
     assert (out / "demo.zarr" / "zarr.json").is_file()
     doc = json.loads((out / "report" / "analysis.json").read_text())
@@ -82,9 +83,9 @@ def test_demo_end_to_end(tmp_path):
     assert (out / "report" / "report.html").is_file() and list((out / "report" / "figures").glob("*.png"))
     assert (out / "report" / "tables" / "depth_area_demo_F1_quarter.csv").read_text().count("\n") > 4
     # a short summary on stdout (A_T, the best depth and τ per task × arm), pointing to the report
-    assert "A_T" in r.stdout and "t*" in r.stdout and "τ %" in r.stdout and len(r.stdout.splitlines()) <= 14
-    assert "random weights" in r.stdout
-    assert "report.html" in r.stderr
+    assert "A_T" in stdout and "t*" in stdout and "τ %" in stdout and len(stdout.splitlines()) <= 14
+    assert "random weights" in stdout
+    assert "report.html" in stderr
     # the checkpoint the demo leaves behind is usable by collect
     r = subprocess.run(
         [sys.executable, "-m", "depthtraj.cli", "collect", "--adapter", "huginn", "--model", str(out / "tiny-huginn"),

@@ -44,6 +44,26 @@ def stores(tmp_path_factory):
     return a, b
 
 
+@pytest.fixture(scope="module")
+def reference(stores) -> str:
+    """The document of store ``a`` on the threaded scheduler in analysis chunks of 32 questions
+    (as :func:`two_analysis_chunks` sets them), computed once per module for the tests that
+    compare other runs with it."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(buffer):
+        mp.setattr(data, "CHUNK_BYTES", 40 * _bytes_per_question(stores[0]))
+        assert run_analyze([stores[0]], **{**ARGS, "scheduler_spec": "threads"}) == 0
+    return _normalised(buffer.getvalue(), stores[0])
+
+
+def _bytes_per_question(store: str) -> int:
+    ds = xr.open_zarr(store, consolidated=True, zarr_format=3)
+    return int(np.prod(ds["score"].shape[1:])) * ds["score"].dtype.itemsize
+
+
 def _doc(capsys, store, **kw) -> str:
     code = run_analyze([store], **{**ARGS, **kw})
     out, err = capsys.readouterr()
@@ -60,15 +80,13 @@ def _normalised(out: str, store: str) -> str:
 def two_analysis_chunks(stores, monkeypatch):
     """Analysis chunks of 32 questions (3 of them): the stores' 16- and 24-question chunks fall
     inside and across them."""
-    ds = xr.open_zarr(stores[0], consolidated=True, zarr_format=3)
-    per_question = int(np.prod(ds["score"].shape[1:])) * ds["score"].dtype.itemsize
-    monkeypatch.setattr(data, "CHUNK_BYTES", 40 * per_question)
-    assert data.analysis_rows(ds) == 32
+    monkeypatch.setattr(data, "CHUNK_BYTES", 40 * _bytes_per_question(stores[0]))
+    assert data.analysis_rows(xr.open_zarr(stores[0], consolidated=True, zarr_format=3)) == 32
 
 
-def test_same_bytes_across_schedulers_and_store_chunkings(capsys, stores, two_analysis_chunks):
+def test_same_bytes_across_schedulers_and_store_chunkings(capsys, stores, reference, two_analysis_chunks):
     a, b = stores
-    ref = _doc(capsys, a, scheduler_spec="threads")
+    ref = reference
     doc = json.loads(ref)
     assert doc["analyses"][0]["tables"]["depth_area"]["rows"][0]["W_q_lo"] is not None  # intervals present
     assert _doc(capsys, a, scheduler_spec="synchronous") == ref
@@ -76,10 +94,10 @@ def test_same_bytes_across_schedulers_and_store_chunkings(capsys, stores, two_an
     assert _doc(capsys, b, scheduler_spec="threads") == ref  # chunks of 24, read across analysis chunks
 
 
-def test_same_bytes_on_a_distributed_cluster(capsys, stores, two_analysis_chunks):
+def test_same_bytes_on_a_distributed_cluster(capsys, stores, reference, two_analysis_chunks):
     distributed = pytest.importorskip("distributed")
     a, _ = stores
-    ref = _doc(capsys, a, scheduler_spec="threads")
+    ref = reference
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   silence_logs=40) as cluster:
         assert _doc(capsys, a, scheduler_spec=cluster.scheduler_address) == ref

@@ -207,6 +207,9 @@ def save(fig, path: Path, *, label: str, panels: int) -> Path:
         inches = max(leg.get_window_extent(renderer).height for leg in fig.legends) / fig.dpi
         bottom = min(0.6, (inches + 0.05) / h)
     fig.tight_layout(rect=(0, bottom, 1, 1))
+    # laid out once: without a layout engine left on the figure, savefig draws it once (matplotlib
+    # otherwise draws it twice, a dry run for the engine, then the PNG)
+    fig.set_layout_engine(None)
     path, i = Path(path), 1
     while path.exists():  # two stores with one name: never overwrite a figure already drawn
         i += 1
