@@ -41,26 +41,26 @@ def _ids(html: str) -> set[str]:
 
 
 def test_every_rule_has_its_anchor_where_the_validator_links_it(site):
-    page = site / "spec" / "v1" / "rules" / "index.html"
+    page = site / "spec" / "v1" / "rules.html"
     ids = _ids(page.read_text(encoding="utf-8"))
     for rule_id in RULES:
         url = rule_url(rule_id)
         assert url.startswith(DOCS_URL)
         path, anchor = url[len(DOCS_URL):].split("#")
-        assert site / path / "index.html" == page
+        assert site / path == page
         assert anchor in ids, f"{rule_id}: no #{anchor} on the rules page"
 
 
 def test_the_validators_links_follow_a_local_copy_of_the_site(monkeypatch):
     monkeypatch.setenv("DEPTHTRAJ_DOCS_URL", "file:///srv/site/")
-    assert rule_url("DT-DATA-001") == "file:///srv/site/spec/v1/rules/#dt-data-001"
+    assert rule_url("DT-DATA-001") == "file:///srv/site/spec/v1/rules.html#dt-data-001"
 
 
 def test_the_cli_reference_is_every_command_and_option(site):
     import typer
     from depthtraj.cli import app
 
-    html = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    html = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     group = typer.main.get_command(app)
     for name, command in group.commands.items():
         commands = getattr(command, "commands", {name: command})
@@ -76,7 +76,7 @@ def test_the_cli_reference_is_every_command_and_option(site):
 def test_the_glossary_page_is_the_reports_glossary(site):
     from depthtraj.analysis.report.glossary import GLOSSARY
 
-    ids = _ids((site / "explanation" / "glossary" / "index.html").read_text(encoding="utf-8"))
+    ids = _ids((site / "explanation" / "glossary.html").read_text(encoding="utf-8"))
     assert {e.anchor for e in GLOSSARY} <= ids
 
 

@@ -54,7 +54,7 @@ def test_json_is_the_only_thing_on_stdout():
     assert doc["summary"] == {"errors": 1, "warnings": 0}
     (f,) = doc["findings"]
     assert list(f) == ["rule", "severity", "path", "message", "hint", "url"]
-    assert f["url"].endswith("/spec/v1/rules/#" + f["rule"].lower())  # the rule's anchor on the site
+    assert f["url"].endswith("/spec/v1/rules.html#" + f["rule"].lower())  # the rule's anchor on the site
     assert f["rule"] == "DT-DATA-003" and f["severity"] == "error"
     assert "q00000000" in f["message"]  # the question id is in the message, its index in the path
 

@@ -63,14 +63,14 @@ class Rule:
 
 
 def rule_url(rule_id: str) -> str:
-    """The documentation site's anchor of rule ``rule_id`` (``.../spec/v1/rules/#dt-data-001``);
+    """The documentation site's anchor of rule ``rule_id`` (``.../spec/v1/rules.html#dt-data-001``);
     the site is :data:`depthtraj.DOCS_URL`, or ``$DEPTHTRAJ_DOCS_URL`` when set."""
     import os
 
     from .. import DOCS_URL
 
     base = os.environ.get("DEPTHTRAJ_DOCS_URL") or DOCS_URL
-    return f"{base.rstrip('/')}/spec/v1/rules/#{rule_id.lower()}"
+    return f"{base.rstrip('/')}/spec/v1/rules.html#{rule_id.lower()}"
 
 
 _RULES: list[Rule] = [
