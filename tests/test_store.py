@@ -115,3 +115,33 @@ def test_open_store_errors(tmp_path):
     (tmp_path / "plain").mkdir()
     with pytest.raises(StoreError, match="not a zarr v3 group"):
         open_store(tmp_path / "plain")
+
+
+def test_question_text_is_stored_declared_1_4_and_shown(tmp_path):
+    """Format 1.4: a QuestionSet with ``question_text`` writes the variable, the store declares
+    1.4.0 (the oldest version holding it) and validates clean, ``depthtraj question`` shows what
+    was asked, and a resume with another question's text is refused."""
+    from depthtraj.analysis.trajectory import question_trajectory, render_trajectory
+    from depthtraj.validate import validate_store
+
+    attrs = synthetic_attrs(endpoint=3)
+    qs = synthetic_questions(4, k_mix={4: 1})
+    asked = ["Which gas do plants take in?", "", "What is 2 + 2?\nAnswer briefly.", "Ünïcode ✓"]
+    qs = QuestionSet(**{**qs.__dict__, "question_text": asked})
+    w = TrajectoryWriter.create(tmp_path / "q.zarr", attrs, qs, chunk_size=4, optional=())
+    w.write(slice(0, 4), **_arrays(w, slice(0, 4)))
+    w.finalize()
+    ds = open_store(w.path)
+    assert ds["question_text"].dims == ("question",) and list(ds["question_text"].values) == asked
+    assert ds.attrs["depthtraj"]["format_version"] == "1.4.0"
+    report = validate_store(w.path)
+    assert report.findings == [] and report.format_version == "1.4.0"
+    first = question_trajectory(ds, qs.id[0])
+    assert first.question_text == asked[0] and first.to_json()["question_text"] == asked[0]
+    assert f"question text: {asked[0]}" in render_trajectory(first)
+    assert "question text: What is 2 + 2? Answer briefly." in render_trajectory(question_trajectory(ds, qs.id[2]))
+    with pytest.raises(StoreError, match="question_text"):
+        TrajectoryWriter.resume(w.path, QuestionSet(**{**qs.__dict__, "question_text": asked[::-1]}), attrs)
+    # without the field, the store stays at the version its other content needs
+    plain, _, _ = _writer(tmp_path / "plain")
+    assert "question_text" not in open_store(plain.path) and open_store(plain.path).attrs["depthtraj"]["format_version"] != "1.4.0"

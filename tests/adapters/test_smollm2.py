@@ -82,7 +82,7 @@ def test_the_store_validates_and_records_the_file(gguf, label_store, converted):
     assert source["quantization"] == ["F32", "Q4_1", "Q8_0"]
     assert source["architecture"] == "llama" and source["dequantized_to"] == "float32"
     assert source["tokenizer"] == "gguf" and source["converter"].startswith("transformers ")
-    assert attrs["format_version"] == "1.3.0" and attrs["model"]["name"] == gguf.name
+    assert attrs["format_version"] == "1.4.0" and attrs["model"]["name"] == gguf.name  # question_text (1.4)
     assert attrs["model"].get("random_weights") is None  # a trained model
     assert attrs["precision"] == [{"name": "native", "recurrence_dtype": "float32", "head_dtype": "float32",
                                    "weights_dtype": "float32"}]

@@ -458,21 +458,21 @@ def _(p):
 
 @case(
     "invalid", "attr_002_newer_minor",
-    "format_version 1.4.0 with a key 1.3.0 does not know: read with a warning (DT-ATTR-002 at "
+    "format_version 1.5.0 with a key 1.4.0 does not know: read with a warning (DT-ATTR-002 at "
     "severity warning) naming the unknown key, which is ignored.",
     ("DT-ATTR-002",),
 )
 def _(p):
     g = _base(p)
     a = _attrs(g)
-    a["format_version"] = "1.4.0"
+    a["format_version"] = "1.5.0"
     a["provenance"] = {"pipeline": "future"}
     _set_attrs(g, a)
 
 
 @case(
     "invalid", "attr_002_newer_minor_nested_keys",
-    "format_version 1.4.0 with keys 1.3.0 does not know inside optional objects (depth, depth.lens, "
+    "format_version 1.5.0 with keys 1.4.0 does not know inside optional objects (depth, depth.lens, "
     "execution, tasks[].harness) as well as in tasks[] and model: every one is ignored, with the one "
     "DT-ATTR-002 warning naming them (they were DT-ATTR-003 errors inside optional objects).",
     ("DT-ATTR-002",),
@@ -480,7 +480,7 @@ def _(p):
 def _(p):
     g = _base(p)
     a = _attrs(g)
-    a["format_version"] = "1.4.0"
+    a["format_version"] = "1.5.0"
     a["depth"] = {**_LAYER_DEPTH, "lens": {"kind": "logit", "future": {"x": 1}}, "future": 1}
     a["execution"] = {"batching": "invariant", "future": True}
     a["tasks"][0]["harness"] = {"name": "lm-evaluation-harness", "version": "0.4.13", "task": "arc_challenge",

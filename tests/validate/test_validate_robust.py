@@ -97,7 +97,7 @@ def test_lone_surrogates_render_in_text_and_json(base, tmp_path):
     assert doc["format_version"] == "\\ud800" and {"DT-ATTR-002", "DT-ATTR-003"} <= _rules(report)
 
 
-@pytest.mark.parametrize("version", ["1" + "0" * 5000 + ".0.0", "1." + "9" * 5000 + ".0", "1.3." + "7" * 6000])
+@pytest.mark.parametrize("version", ["1" + "0" * 5000 + ".0.0", "1." + "9" * 5000 + ".0", "1.4." + "7" * 6000])
 def test_huge_version_numbers_are_read(base, tmp_path, version):
     p = _copy(base, tmp_path)
     _edit_attrs(p, lambda a: {**a, "depthtraj": {**a["depthtraj"], "format_version": version}})
@@ -180,7 +180,7 @@ def _schema_accepts(doc) -> bool:
     cls = jsonschema.validators.extend(draft, type_checker=draft.TYPE_CHECKER.redefine("integer", json_integer))
     v = cls(SCHEMA, format_checker=draft.FORMAT_CHECKER)
     try:
-        return v.is_valid({**doc, "format_version": "1.3.0"})
+        return v.is_valid({**doc, "format_version": "1.4.0"})
     except RecursionError:
         return False
 
@@ -193,9 +193,9 @@ def _attrs_oracle(root: dict) -> set[str]:
     out = set()
     v = a.get("format_version")
     m = SEMVER.match(v) if isinstance(v, str) else None
-    newer = m is not None and m.group(1) == "1" and (int(m.group(2)), int(m.group(3))) > (3, 0)
+    newer = m is not None and m.group(1) == "1" and (int(m.group(2)), int(m.group(3))) > (4, 0)
     if m is None or m.group(1) != "1" or newer:
-        out.add("DT-ATTR-002")  # missing, not semver, another major (error) or newer than 1.3.0 (warning)
+        out.add("DT-ATTR-002")  # missing, not semver, another major (error) or newer than 1.4.0 (warning)
     elif int(m.group(2)) < _content_minor(a):
         out.add("DT-ATTR-002")  # declared older than its content (warning)
     doc = _drop_unknown(a) if newer else a  # a newer minor's unknown keys are ignored
@@ -298,7 +298,7 @@ _LEAVES = [("format_version",), ("endpoint",), ("created",), ("device",), ("note
 _CONFUSABLE = st.sampled_from(["3", "16", "yes", "true", "1", True, False, 0, 1, 3, 3.0, 1700000000, "bf16"])
 _JSON = _CONFUSABLE | _CONFUSABLE | st.recursive(
     st.none() | st.booleans() | st.integers(-2, 10) | st.integers(min_value=-(10**400), max_value=10**400)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["", "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "2.0.0", "label",
+    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["", "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "2.0.0", "label",
                                                                         "text", "char", "none", "bf16",
                                                                         "2025-01-01T00:00:00Z", "2025-01-01T00:00:00",
                                                                         "\ud800", "x\udfffy", "1" + "0" * 5000 + ".0.0"])

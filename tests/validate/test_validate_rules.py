@@ -171,8 +171,8 @@ def test_newer_minor_is_a_warning_naming_what_the_reader_ignores():
     report = validate_store(CORPUS / "invalid" / "attr_002_newer_minor.zarr")
     (f,) = report.findings
     assert (f.rule, f.severity) == ("DT-ATTR-002", "warning")
-    assert report.format_version == "1.4.0"
-    assert "newer than this reader's 1.3.0" in f.message and "attrs keys provenance" in f.message
+    assert report.format_version == "1.5.0"
+    assert "newer than this reader's 1.4.0" in f.message and "attrs keys provenance" in f.message
     assert report.exit_code() == 0 and report.exit_code(strict=True) == 1
 
 

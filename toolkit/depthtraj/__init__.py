@@ -8,7 +8,7 @@ Heavy dependencies (torch, transformers, dask.distributed) are imported lazily.
 
 __version__ = "0.1.0"
 
-FORMAT_VERSION = "1.3.0"
+FORMAT_VERSION = "1.4.0"
 """The newest trajectory-store format version this release reads and writes (``spec/v1``); each
 store declares the oldest version its content needs (``depthtraj.models.v1.content_version``)."""
 

@@ -107,6 +107,12 @@ VARIABLES: dict[str, ArraySpec] = {
         ArraySpec("candidate_text", (QUESTION, CANDIDATE), "str", "always", "Answer text of each candidate; '' past n_candidates."),
         ArraySpec("candidate_label", (QUESTION, CANDIDATE), "str", "always", "Label of each candidate as the source gives it (A-D, 1-4); '' past n_candidates."),
         ArraySpec(
+            "question_text", (QUESTION,), "str", "optional",
+            "What was asked: the question's text as its task gives it, without the options or the "
+            "answer (ARC's question, MMLU's question, an lm-eval task's doc_to_text); '' where the "
+            "source gives none. Since format 1.4.",
+        ),
+        ArraySpec(
             "logprob_sum", SCORE_DIMS, "float", "text",
             "Sum of continuation token log-probabilities.", units="nats",
         ),

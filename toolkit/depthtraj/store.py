@@ -64,8 +64,9 @@ class QuestionSet:
     ``arrangement_order`` is ``[question, arrangement, position]`` with -1 past
     ``n_candidates`` (identity order when omitted). Optional: ``prompt_hash`` ``[question,
     arrangement]`` (the sha256 hex of each prompt's text, '' for an unused arrangement; the store
-    then has the ``prompt_hash`` variable) and ``target_delimiter`` per question (the string before
-    each answer text, counted in ``n_chars``; default: the readout's).
+    then has the ``prompt_hash`` variable), ``question_text`` per question (what was asked; the
+    store then has the ``question_text`` variable, format 1.4) and ``target_delimiter`` per
+    question (the string before each answer text, counted in ``n_chars``; default: the readout's).
     """
 
     id: list[str]
@@ -78,11 +79,12 @@ class QuestionSet:
     arrangement_order: np.ndarray | None = None
     prompt_hash: list[list[str]] | None = None
     target_delimiter: list[str] | None = None
+    question_text: list[str] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.id)
-        for name in ("task", "subject", "label", "candidate_text", "candidate_label"):
-            if len(getattr(self, name)) != n:
+        for name in ("task", "subject", "label", "candidate_text", "candidate_label", "question_text"):
+            if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"QuestionSet.{name} has {len(getattr(self, name))} rows, expected {n}")
         if len(set(self.id)) != n:
             dup = next(i for i in self.id if self.id.count(i) > 1)
@@ -222,6 +224,8 @@ def build_template(
         for i, cands in enumerate(questions.candidate_text):
             n_chars[i, : len(cands)] = [len(delims[i] + c) for c in cands]
         data["n_chars"] = ((L.QUESTION, L.CANDIDATE), n_chars)
+    if questions.question_text is not None:
+        data["question_text"] = ((L.QUESTION,), np.asarray(questions.question_text, dtype=object))
     if questions.prompt_hash is not None:
         ph = np.full((n, a), "", dtype=object)
         for i, row in enumerate(questions.prompt_hash):
@@ -882,6 +886,12 @@ def _check_questions(path: str, group, questions: QuestionSet) -> None:
     want_text = questions.padded("candidate_text")
     if have_text.shape != want_text.shape or np.any(have_text != want_text):
         raise StoreError(f"{path}: candidate_text differs from this run's questions")
+    if questions.question_text is not None and "question_text" in group:
+        have = np.asarray(group["question_text"][:], dtype=object)
+        bad = np.flatnonzero(have != np.asarray(questions.question_text, dtype=object))
+        if bad.size:
+            raise StoreError(f"{path}: the text of question {questions.id[int(bad[0])]!r} differs from this run's "
+                             "(question_text); refusing to resume a different collection")
     if questions.prompt_hash is not None and "prompt_hash" in group:
         have = np.asarray(group["prompt_hash"][:], dtype=object)
         for i, row in enumerate(questions.prompt_hash):

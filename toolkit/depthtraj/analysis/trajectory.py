@@ -28,9 +28,10 @@ coordinate; -1 is *unknown*):
   is t = 1, the first recorded depth); the analyses weight each used arrangement 1/A_i, this
   view shows one arrangement.
 
-The store keeps every candidate's text and label (``candidate_text``, ``candidate_label``) and
-what was displayed (``arrangement_order``), but **not the question's prompt** (only its sha256,
-``prompt_hash``, where the collector recorded it): the question text cannot be shown.
+The store keeps every candidate's text and label (``candidate_text``, ``candidate_label``), what
+was displayed (``arrangement_order``) and, from format 1.4, what was asked (``question_text``);
+the prompt itself only as its sha256 (``prompt_hash``). A store of an older writer has no
+question text, and the view says so.
 
 :func:`trajectory_examples` picks a few questions per transition class by a stated rule that does
 not look at the trajectories beyond their class (the smallest bootstrap keys,
@@ -47,6 +48,7 @@ import math
 import os
 import sys
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +136,7 @@ class QuestionTrajectory:
     readout: str = ""  #: F1 / F2 / F3
     model: str = ""
     prompt_hash: str | None = None  #: sha256 of this arrangement's prompt, where the store has it
+    question_text: str | None = None  #: what was asked (format 1.4's question_text); None in older stores
     defects: tuple[str, ...] = ()  #: data rules this question's slice breaks (DT-DATA-001/002/003)
     store: str = ""
 
@@ -187,9 +190,10 @@ class QuestionTrajectory:
         return {
             "question": self.question, "index": self.index, "task": self.task, "subject": self.subject,
             "store": self.store, "model": self.model, "readout": self.readout,
-            "question_text": None,
-            "question_text_note": "not stored: a store keeps the candidates' texts and labels, not the prompt"
-                                  + (" (its sha256 is prompt_hash)" if self.prompt_hash else ""),
+            "question_text": self.question_text,
+            "question_text_note": None if self.question_text is not None else (
+                "not stored: the store predates format 1.4 (question_text); it keeps the candidates' texts and "
+                "labels" + (" and the prompt's sha256 (prompt_hash)" if self.prompt_hash else "")),
             "prompt_hash": self.prompt_hash,
             "K": self.K, "gold": self.gold,
             "gold_label": None if self.gold is None else self.candidate_label[self.gold],
@@ -428,13 +432,15 @@ def question_trajectory(ds, question, *, precision: str | None = None, arrangeme
     def meta(name):
         return str(_one(ds, name, i)) if name in ds.variables else ""
 
+    question_text = str(_one(ds, "question_text", i)) if "question_text" in ds.variables else None
+
     return QuestionTrajectory(
         question=qid, index=i, task=meta("task"), subject=meta("subject"), K=K, gold=gold,
         candidate_text=strings("candidate_text"), candidate_label=strings("candidate_label"),
         displayed=tuple(int(k) for k in order[a, :K]), arrangement=a, n_arrangements=n_arr, precision=arm,
         depths=depths, scores=s, winner=winner, tied=tied, margin=margin, correct=correct, flips=flips,
         start=t0, endpoint=T, transition=transition, units=_units(ds), readout=info["label"],
-        model=model_name(ds), prompt_hash=ph, defects=tuple(defects),
+        model=model_name(ds), prompt_hash=ph, question_text=question_text, defects=tuple(defects),
         store=str(getattr(ds, "encoding", {}).get("source") or ""),
     )
 
@@ -456,8 +462,12 @@ def render_trajectory(traj: QuestionTrajectory, *, width: int = 100) -> str:
     lines.append(f"{traj.model} · {traj.readout} · arm {traj.precision} · arrangement {traj.arrangement} "
                  f"of {traj.n_arrangements} (displayed labels: {' '.join(traj.name_of(k) for k in traj.displayed)})"
                  f" · depths {_span(traj.depths)}, T = {traj.endpoint}")
-    lines.append("question text: not stored (a store keeps the candidates' texts and labels, not the prompt"
-                 + (f"; prompt sha256 {traj.prompt_hash}" if traj.prompt_hash else "") + ")")
+    if traj.question_text is not None:
+        lines.extend(textwrap.wrap(" ".join(traj.question_text.split()) or "(empty)", width,
+                                   initial_indent="question text: ", subsequent_indent="  ") or ["question text:"])
+    else:
+        lines.append("question text: not stored (the store predates format 1.4's question_text"
+                     + (f"; prompt sha256 {traj.prompt_hash}" if traj.prompt_hash else "") + ")")
     lines.append("candidates (identity, label, text):")
     lab_w = max(len(x) for x in traj.candidate_label)
     for k in range(traj.K):

@@ -198,6 +198,7 @@ def question_set(questions: Sequence[Question], seed: int, orders: np.ndarray | 
         label=[q.answer for q in questions],
         candidate_text=[list(q.choices) for q in questions],
         candidate_label=[list(q.choice_labels) for q in questions],
+        question_text=[q.stem for q in questions],
         arrangement_order=orders,
         prompt_hash=hashes,
         target_delimiter=[q.target_delimiter for q in questions],

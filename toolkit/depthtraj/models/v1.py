@@ -17,11 +17,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: The newest format version this package reads and writes.
-FORMAT_VERSION: Literal["1.3.0"] = "1.3.0"
+FORMAT_VERSION: Literal["1.4.0"] = "1.4.0"
 FORMAT_MAJOR = 1
 #: Every released version of format 1, oldest first (spec/CHANGELOG.md).
-FORMAT_VERSIONS: tuple[str, ...] = ("1.0.0", "1.1.0", "1.2.0", "1.3.0")
-FormatVersion = Literal["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
+FORMAT_VERSIONS: tuple[str, ...] = ("1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0")
+FormatVersion = Literal["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"]
 
 #: Optional content and the minor version that added it (spec/CHANGELOG.md): root attribute
 #: fields, ``tasks[]`` fields and variables. A writer declares the oldest version whose content
@@ -31,7 +31,7 @@ TASK_FIELDS_SINCE: dict[str, int] = {"prompt_template": 1, "target_delimiter": 1
 MODEL_FIELDS_SINCE: dict[str, int] = {"random_weights": 2, "source": 3}
 VARIABLES_SINCE: dict[str, int] = {
     "exit_gate": 1, "greedy": 1, "prompt_hash": 1, "probe_sigma": 1, "probe_jjt": 1,
-    "probe_nl_mean": 1, "probe_nl_moment": 1,
+    "probe_nl_mean": 1, "probe_nl_moment": 1, "question_text": 4,
 }
 #: Unused arrangements (rows of -1 in ``arrangement_order``) came with 1.1.
 UNUSED_ARRANGEMENTS_SINCE = 1
@@ -475,7 +475,8 @@ def attrs_version(attrs) -> str:
 
 
 def content_version(attrs: StoreAttrs, variables=(), *, unused_arrangements: bool = False) -> str:
-    """The oldest format version whose content a store holds: its attrs (``collection``,
+    """The oldest format version whose content a store holds: its ``question_text`` variable
+    (1.4), its attrs (``collection``,
     ``model.source``: 1.3; ``depth``, ``model.random_weights``: 1.2;
     ``execution``, ``probes``, a task's ``prompt_template``, ``target_delimiter`` or
     ``harness``: 1.1), its ``variables`` (``greedy``, ``exit_gate``, ``prompt_hash``, the probe

@@ -83,13 +83,13 @@ _RULES: list[Rule] = [
     Rule(
         "DT-ATTR-002", "error", "attrs", "2",
         "`format_version` MUST be a semantic version `MAJOR.MINOR.PATCH` with MAJOR 1; a newer "
-        "minor or patch than the reader's (1.3.0) is read with a warning naming the attrs keys and "
-        "arrays the reader does not know, and validated as 1.3.0 (those ignored). A version older "
+        "minor or patch than the reader's (1.4.0) is read with a warning naming the attrs keys and "
+        "arrays the reader does not know, and validated as 1.4.0 (those ignored). A version older "
         "than the store's content (e.g. 1.0.0 with a `depth` attribute, 1.2) is a warning: writers "
         "MUST declare the oldest version whose content the store holds (an unused arrangement, 1.1, "
         "is seen where the data are read, at level `data`).",
         "set attrs.depthtraj.format_version to a version of format 1 this reader knows "
-        "(1.0.0, 1.1.0, 1.2.0, 1.3.0), or use a depthtraj release that reads it",
+        "(1.0.0, 1.1.0, 1.2.0, 1.3.0, 1.4.0), or use a depthtraj release that reads it",
     ),
     Rule(
         "DT-ATTR-003", "error", "attrs", "2",
