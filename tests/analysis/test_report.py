@@ -432,7 +432,7 @@ def test_every_table_is_one_table_in_its_own_scroll_box(report_dir):
     key columns held in place (the real widths are checked in a browser: test_report_browser.py);
     several stores and grids are rows of one table with a store key, not one table each."""
     page = (report_dir / "report.html").read_text()
-    boxes = re.findall(r'<div class="tbl" role="region" tabindex="0" aria-label="[^"]*">(<table class="(?:data|gloss)")',
+    boxes = re.findall(r'<div class="tbl" role="region" tabindex="0" aria-label="[^"]*">(<table class="(?:data|data reflow|gloss)")',
                        page)
     assert len(boxes) == page.count("<table")  # every table in its own scroll box
     assert ".tbl{max-width:100%;overflow-x:auto" in page and "position:sticky" in page

@@ -105,12 +105,39 @@ return Array.from(document.querySelectorAll('a[href^="#"]')).map(a => a.getAttri
 """
 
 
+_READING = """
+const ps = [...document.querySelectorAll('p')].map(p => p.innerText.trim()).filter(t => t.length > 60);
+const seen = {}; ps.forEach(t => seen[t] = (seen[t] || 0) + 1);
+const glance = document.querySelector('#glance .tbl');
+return {
+  repeated: Object.entries(seen).filter(([t, n]) => n > 1).map(([t, n]) => `${n}x ${t.slice(0, 80)}`),
+  captions_in_boxes: document.querySelectorAll('.tbl caption').length,
+  glance_scrolls: glance.scrollWidth > glance.clientWidth + 1,
+  figures: [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth, i.getBoundingClientRect().width]),
+  small_text: [...document.querySelectorAll('body *')].filter(e => [...e.childNodes].some(
+    n => n.nodeType === 3 && n.textContent.trim()) && e.getClientRects().length &&
+    parseFloat(getComputedStyle(e).fontSize) < 9).map(e => e.tagName).slice(0, 5),
+};
+"""
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", ["demo", "two"])
 def test_the_report_reads_at_any_width(reports, browser, name, width, tmp_path):
+    from PIL import Image
+
     _open(browser, reports[name], width)
     over = browser.execute_script(_OVERFLOW)
     assert not over["bad"] and over["scroll"] <= over["vw"] + 1, over
+    # what a reader found (issue 48): a paragraph said twice, a table title cut inside its scroll
+    # box, the glance table scrolling sideways, text under 9 px on the page or in a figure
+    reading = browser.execute_script(_READING)
+    assert reading["repeated"] == [] and reading["captions_in_boxes"] == 0, reading
+    assert not reading["glance_scrolls"] and reading["small_text"] == [], reading
+    for src, natural, shown in reading["figures"]:
+        meta = Image.open(reports[name].parent / src).info  # min font (pt) at the PNG's dpi, 200
+        px = float(meta["depthtraj:min_font_pt"]) * 200 / 72 * shown / natural
+        assert px >= 9 and meta["depthtraj:cut"] == "0", (src, round(px, 1), meta["depthtraj:cut"])
     assert browser.execute_script(_IMAGES) == []
     links = browser.execute_script("return document.querySelectorAll('a.sym').length")
     assert links > 10  # the symbols link to their definitions ...

@@ -212,7 +212,14 @@ def test_every_figure_of_the_demo_and_a_layer_store_reads(real, snapshots, tmp_p
     files = [p for f in drawn for p in f.files]
     files += depth_series_figure(document, out) + accuracy_across_depth(document, out)
     assert any(p.name.startswith("exits_") for p in files)
+    from PIL import Image
+
     for p in files:
+        meta = Image.open(p).info
+        # no legend or title reaches past the canvas (a legend wider than the figure loses columns,
+        # a panel title wider than its panel wraps), and no text is under 7 pt (9 px at 700 px)
+        assert meta["depthtraj:cut"] == "0", p.name
+        assert float(meta["depthtraj:min_font_pt"]) >= 7, (p.name, meta["depthtraj:min_font_pt"])
         seen = snapshots.seen[p.name]
         for ax in seen["axes"]:
             if ax["xlabel"].startswith("depth"):

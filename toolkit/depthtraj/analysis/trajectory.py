@@ -752,7 +752,7 @@ def _end_labels(ax, traj: QuestionTrajectory, d, col, gap_pt: float = 7.0) -> No
     for (y, x, k), y0, y1 in zip(ends, ys, placed):
         gold = k == traj.gold
         ax.annotate(traj.candidate_label[k] + ("✓" if gold else ""), (x, y), xytext=(4, y1 - y0 - shift),
-                    textcoords="offset points", va="center", ha="left", fontsize=6.5, color=col[k],
+                    textcoords="offset points", va="center", ha="left", fontsize=7, color=col[k],
                     fontweight="bold" if gold else "normal", annotation_clip=False)
 
 

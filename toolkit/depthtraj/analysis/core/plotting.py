@@ -146,17 +146,22 @@ def coverage(document: dict) -> str:
 
 def legend_below(fig, axes, ncol: int = 4) -> None:
     """One legend for the figure, below the panels (off the data), from the handles of every
-    panel, each label once (labels starting with ``_`` left out); :func:`save` lays the panels
-    out above it."""
+    panel, each label once (labels starting with ``_`` left out), in at most ``ncol`` columns and
+    fewer where the labels would not fit the figure's width; :func:`save` lays the panels out
+    above it."""
     handles, labels = [], []
     for ax in np.ravel(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels and not lab.startswith("_"):
                 handles.append(h)
                 labels.append(lab)
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(ncol, len(labels)), frameon=False,
-                   bbox_to_anchor=(0.5, 0.0))
+    n = min(ncol, len(labels))
+    while handles:
+        legend = fig.legend(handles, labels, loc="lower center", ncol=n, frameon=False, bbox_to_anchor=(0.5, 0.0))
+        if n == 1 or legend.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width - 2:
+            break
+        legend.remove()  # wider than the figure: one column fewer
+        n -= 1
 
 
 def depth_ticks(ax, axis: str = "x") -> None:
@@ -192,18 +197,66 @@ def figure_title(fig, text: str, *, fontsize: float | None = None) -> None:
     fig.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=size)
 
 
+def _cut(fig, renderer) -> int:
+    """How many of the figure's legends and titles reach past its canvas (more than a pixel)."""
+    box = fig.bbox
+    texts = [*fig.legends, *(t for t in (fig._suptitle,) if t is not None and t.get_text())]
+    for ax in fig.axes:
+        if ax.get_visible():
+            texts += [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
+            if ax.get_legend() is not None:
+                texts.append(ax.get_legend())
+    out = 0
+    for t in texts:
+        e = t.get_window_extent(renderer)
+        out += e.x0 < box.x0 - 1 or e.x1 > box.x1 + 1 or e.y0 < box.y0 - 1 or e.y1 > box.y1 + 1
+    return out
+
+
+def _fit_titles(fig, renderer) -> None:
+    """Wrap each panel title wider than its panel onto more lines (at spaces), so that it is
+    neither cut at the canvas edge nor run into the next panel's."""
+    import textwrap
+
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        room = ax.get_window_extent(renderer).width
+        for t in (ax.title, ax._left_title, ax._right_title):
+            text = t.get_text()
+            width = t.get_window_extent(renderer).width if text else 0.0
+            if width <= room:
+                continue
+            longest = max(len(line) for line in text.split("\n"))
+            chars = max(12, int(longest * room / width) - 1)
+            t.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
+
+
+def _smallest_font(fig) -> float:
+    """The smallest font size (points) of the figure's visible, non-empty texts."""
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return float(min(sizes)) if sizes else 0.0
+
+
 def save(fig, path: Path, *, label: str, panels: int) -> Path:
     """Lay out ``fig``, write it to ``path`` (PNG) with its paper label and panel count in the
     metadata (``depthtraj:label``, ``depthtraj:panels``), close it and return the path.
 
     The figure legend (:func:`legend_below`) is measured once drawn and the panels are laid out
-    above it, so it never covers data, tick labels or axis labels whatever its number of rows.
+    above it, so it never covers data, tick labels or axis labels whatever its number of rows; a
+    panel title wider than its panel is wrapped onto more lines. The metadata also say what a reader
+    of the PNG at any scale needs: ``depthtraj:min_font_pt``, the smallest font (points, at
+    ``savefig.dpi`` pixels per inch), and ``depthtraj:cut``, how many legends and titles reach past
+    the canvas (0: none is cut).
     """
     plt = pyplot()
     h = fig.get_figheight()
     bottom = 0.0
+    renderer = fig.canvas.get_renderer()
+    _fit_titles(fig, renderer)
     if fig.legends:
-        renderer = fig.canvas.get_renderer()
         inches = max(leg.get_window_extent(renderer).height for leg in fig.legends) / fig.dpi
         bottom = min(0.6, (inches + 0.05) / h)
     fig.tight_layout(rect=(0, bottom, 1, 1))
@@ -214,6 +267,8 @@ def save(fig, path: Path, *, label: str, panels: int) -> Path:
     while path.exists():  # two stores with one name: never overwrite a figure already drawn
         i += 1
         path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{i}{path.suffix}")
-    fig.savefig(path, metadata={"depthtraj:label": label, "depthtraj:panels": str(int(panels))})
+    meta = {"depthtraj:label": label, "depthtraj:panels": str(int(panels)),
+            "depthtraj:min_font_pt": f"{_smallest_font(fig):g}", "depthtraj:cut": str(_cut(fig, renderer))}
+    fig.savefig(path, metadata=meta)
     plt.close(fig)
     return path

@@ -469,7 +469,8 @@ def _where(item: ReportItem) -> str:
 def _meta_of(item: ReportItem, document: dict) -> tuple[str, str]:
     """(population, intervals) an item must say itself, as sentences without the final full stop:
     what its table's population line adds to "every question of the stores above" (the entry
-    naming every store, the one model, the one T and the one arm are left out), and its intervals; a figure
+    naming every store, and the one model, T, arm, readout, question count and arrangement count
+    all the stores share, are left out: the stores' lines say them), and its intervals; a figure
     covers every question of every store and says nothing."""
     b = item.display
     if b is None:
@@ -480,9 +481,17 @@ def _meta_of(item: ReportItem, document: dict) -> tuple[str, str]:
     endpoints = {str(an["endpoint"]) for an in analyses}
     arms = {tuple(an.get("precision") or ()) for an in analyses}
     one_arm = next(iter(arms))[0] if len(arms) == 1 and len(next(iter(arms))) == 1 else None
+    readouts = {str(an.get("readout")) for an in analyses}
+    sizes = {f"{an.get('n_questions')} questions, {an.get('arrangements')} arrangement(s)" for an in analyses}
     own = []
     for entry in b.population.split("; "):
         if entry.startswith("stores ") and all(st in entry for st in stores):
+            continue
+        if len(stores) == 1 and entry == f"store {next(iter(stores))}":
+            continue
+        if len(readouts) == 1 and entry == f"readout {next(iter(readouts))}":
+            continue
+        if len(sizes) == 1 and entry == next(iter(sizes)):
             continue
         if len(models) == 1 and entry == f"model {next(iter(models))}":
             continue
@@ -695,7 +704,7 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
     summary = Markup(html.escape(header["summary"]).replace("*Prediction", "<i>Prediction").replace("Models*", "Models</i>"))
     return env.get_template("report.html.j2").render(
         title=header["title"], summary=summary, notes=glance["notes"],
-        glance_table=Markup(html_table(glance["block"], link=link_symbols)),
+        glance_table=Markup(html_table(glance["block"], link=link_symbols, reflow=True)),
         glance_figures=[{"src": f, "alt": "accuracy across depth, every store and arm",
                          "caption": "Accuracy A_t at every recorded depth, with its percentile interval, per store, "
                                     "task and arm (relative depth t/T when the stores' T differ)."}

@@ -286,23 +286,31 @@ def key_count(block: Block) -> int:
     return min(n, max(len(block.columns) - 1, 0))
 
 
-def html_table(block: Block, *, rows: int = HTML_ROWS, link=None) -> str:
+def html_table(block: Block, *, rows: int = HTML_ROWS, link=None, reflow: bool = False) -> str:
     """The block as one HTML table in its own scroll box (``div.tbl``, keyboard-focusable): a table
     wider than the page scrolls sideways inside its box with its key columns (:func:`key_count`)
     held in place (``position: sticky``; the page's script sets their offsets), never split into
-    column groups. ``link`` turns header and caption text into HTML (default: escaped); at most
-    ``rows`` rows, the rest named with a link to the CSV."""
+    column groups. Its title is a paragraph above the box (``p.cap``), so it wraps at the page's
+    width however wide the table is. ``reflow``: on a narrow page (the stylesheet's 760 px) each
+    row is shown as a card of "header: value" lines instead (``table.reflow``, each cell's header
+    in ``data-label``), for a short table read first (the glance table). ``link`` turns header and
+    caption text into HTML (default: escaped); at most ``rows`` rows, the rest named with a link to
+    the CSV."""
     esc = link or html.escape
     kinds = [c.kind for c in block.columns]
     keys = key_count(block)
     cls = [" ".join(x for x in ("s" if k == "str" else "", "k" if i < keys else "") if x) for i, k in enumerate(kinds)]
     attr = [f' class="{c}"' if c else "" for c in cls] + [""] * len(block.headers)
-    out = [f'<div class="tbl" role="region" tabindex="0" aria-label="{html.escape(block.title)}">'
-           f'<table class="data" data-keys="{keys}"><caption>{esc(block.title)}</caption><thead><tr>']
+    label = [f' data-label="{html.escape(h)}"' if reflow else "" for h in block.headers]
+    table_cls = "data reflow" if reflow else "data"
+    out = [f'<p class="cap">{esc(block.title)}</p>' if block.title else "",
+           f'<div class="tbl" role="region" tabindex="0" aria-label="{html.escape(block.title)}">'
+           f'<table class="{table_cls}" data-keys="{keys}"><thead><tr>']
     out += [f"<th{attr[i]} scope=\"col\">{esc(h)}</th>" for i, h in enumerate(block.headers)]
     out.append("</tr></thead><tbody>")
     for row in block.cells[:rows]:
-        out.append("<tr>" + "".join(f"<td{attr[i]}>{html.escape(v)}</td>" for i, v in enumerate(row)) + "</tr>")
+        out.append("<tr>" + "".join(f"<td{attr[i]}{label[i]}>{html.escape(v)}</td>" for i, v in enumerate(row))
+                   + "</tr>")
     out.append("</tbody></table></div>")
     if len(block.cells) > rows:
         where = (f'<a href="{html.escape(block.files["csv"])}">the CSV</a>' if block.files.get("csv")
