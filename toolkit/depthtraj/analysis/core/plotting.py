@@ -197,13 +197,18 @@ def figure_title(fig, text: str, *, fontsize: float | None = None) -> None:
     fig.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=size)
 
 
+def _panel_titles(ax) -> list:
+    """The panel's non-empty titles: centre, left and right (matplotlib keeps three)."""
+    return [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
+
+
 def _cut(fig, renderer) -> int:
     """How many of the figure's legends and titles reach past its canvas (more than a pixel)."""
     box = fig.bbox
     texts = [*fig.legends, *(t for t in (fig._suptitle,) if t is not None and t.get_text())]
     for ax in fig.axes:
         if ax.get_visible():
-            texts += [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
+            texts += _panel_titles(ax)
             if ax.get_legend() is not None:
                 texts.append(ax.get_legend())
     out = 0
@@ -222,9 +227,9 @@ def _fit_titles(fig, renderer) -> None:
         if not ax.get_visible():
             continue
         room = ax.get_window_extent(renderer).width
-        for t in (ax.title, ax._left_title, ax._right_title):
+        for t in _panel_titles(ax):
             text = t.get_text()
-            width = t.get_window_extent(renderer).width if text else 0.0
+            width = t.get_window_extent(renderer).width
             if width <= room:
                 continue
             longest = max(len(line) for line in text.split("\n"))
