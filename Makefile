@@ -103,7 +103,7 @@ dist: $(VENV)/.installed
 	$(BIN)/python -m build --outdir dist .
 	$(BIN)/python -m twine check --strict dist/*
 
-# The wheel alone in a fresh venv: demo, the conformance corpus, collect --adapter layers.
+# The wheel alone in a fresh venv: the demo (SmolLM2 and the tiny model), the conformance corpus.
 wheel-check: dist
 	.ci/wheel-check
 

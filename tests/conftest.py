@@ -163,8 +163,10 @@ def tiny_huginn(tmp_path_factory, huginn_tokenizer_dir) -> Path:
 def demo_and_layer_store(tmp_path_factory) -> Path:
     """``ROOT`` holding the tiny recurrent demo (``ROOT/demo``: its store at 8 depths and its own
     report, ``depthtraj demo --model tiny``, with what it printed in ``ROOT/demo.stdout`` and
-    ``ROOT/demo.stderr``) and a 6-layer Llama logit-lens store of the same ARC
-    questions in two arms (``ROOT/l6.zarr``), built by the command line once per test run: under
+    ``ROOT/demo.stderr``), a 6-layer Llama logit-lens store of the same ARC
+    questions in two arms (``ROOT/l6.zarr``) and the report of the two stores on one page
+    (``ROOT/both``, 200 bootstrap draws, its ``analysis.json`` included), built by the command
+    line once per test run: under
     pytest-xdist the first worker to ask builds them and the others wait for it (a file lock in
     the run's shared temporary directory). Tests read them and write elsewhere."""
     import shutil
@@ -193,5 +195,6 @@ def demo_and_layer_store(tmp_path_factory) -> Path:
             cli("tiny", "--adapter", "layers", "--model-type", "llama", "--layers", 6, "--out", root / "l6")
             cli("collect", "--adapter", "layers", "--model", root / "l6", "--task", "arc_challenge",
                 "--data", ARC_SAMPLE, "--precision", "bf16,fp32", "--out", root / "l6.zarr")
+            cli("report", root / "demo" / "demo.zarr", root / "l6.zarr", "--out", root / "both", "--bootstrap", 200)
             (root / "built").touch()
     return root

@@ -85,12 +85,13 @@ def test_every_arm_is_batch_invariant(family, wide, tmp_path, monkeypatch):
         assert figures[f"invariant_{arm}"] == 0.0, arm
     assert figures["padded_fp32"] <= 1e-5
     # the shortest prompt between two longer ones: invariant batching runs three forwards of one
-    # item and gives the bytes of the item alone; padded batching runs one forward of three
+    # item and gives the bytes of the item alone; padded batching runs one forward of three (the
+    # batching is the engine's, one for every arm: checked in bf16, whose kernels round by shape)
     a = kit.adapter
     forwards = ForwardBatches(monkeypatch, cls)
     (short, *longer) = sorted(kit.tokens, key=lambda t: len(t[0]))
     targets = [[c[0] for c in t[1]] for t in (longer[0], short, longer[1])]
-    for arm in STANDARD_ARMS:
+    for arm in ("bf16",):
         for mode in ("padded", "invariant"):
             a.batching = mode
             alone = a.label_readout([short[0]], [targets[1]], [7], 8, STANDARD_ARMS[arm])

@@ -157,23 +157,14 @@ def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path)
     assert "Traceback" not in res.stderr and not out.exists()
 
 
-def test_report_on_a_layer_store_beside_a_recurrent_store(tiny, tmp_path):
-    """The same questions collected by a layer model (logit lens) and a recurrent model: one
-    report, each store's depth said in the collections table and the affected captions."""
-    from depthtraj_adapters.raven import HuginnAdapter
-
-    layer, rec = tmp_path / "layers.zarr", tmp_path / "huginn.zarr"
-    assert depthtraj(*collect_args(tiny("llama"), layer, "--precision", "bf16,fp32")).returncode == 0
-    huginn = HuginnAdapter.tiny_checkpoint(tmp_path / "huginn")
-    args = collect_args(huginn, rec, "--precision", "bf16,fp32")
-    args[args.index("layers")] = "huginn"
-    assert depthtraj(*args).returncode == 0
-    res = depthtraj("report", layer, rec, "--out", tmp_path / "rep", "--bootstrap", "50")
-    assert res.returncode == 0, res.stderr
-    md = (tmp_path / "rep" / "report.md").read_text()
+def test_report_on_a_layer_store_beside_a_recurrent_store(demo_and_layer_store):
+    """The same questions collected by a layer model (logit lens, 6 layers) and a recurrent model
+    (the tiny demo's Huginn): one report (``depthtraj report``, the shared fixture's), each
+    store's depth said in the collections table and the affected captions."""
+    md = (demo_and_layer_store / "both" / "report.md").read_text()
     assert "depth t = layer (logit lens)" in md and "depth t = recurrence step" in md
     assert "| layer (logit lens) |" in md and "| recurrence step |" in md
-    assert "On a layer store (layers.zarr) depth t is the residual stream after layer t" in md
+    assert "On a layer store (l6.zarr) depth t is the residual stream after layer t" in md
     assert "layers bfloat16, lens bfloat16" in md and "recurrence bfloat16, head bfloat16" in md
 
 

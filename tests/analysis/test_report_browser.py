@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,19 +32,12 @@ DRIVER = shutil.which("chromedriver")
 WIDTHS = (700, 1280)
 
 
-def _cli(*args) -> None:
-    r = subprocess.run([sys.executable, "-c", "from depthtraj.cli import main; main()", *map(str, args)],
-                       capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr[-2000:]
-
-
 @pytest.fixture(scope="module")
-def reports(browser, demo_and_layer_store, tmp_path_factory):
+def reports(browser, demo_and_layer_store):
     """``{"demo": report.html, "two": report.html}``: the demo's report, and a report of the demo's
     recurrent store beside a 6-layer logit-lens store of the same ARC questions."""
-    root, two = demo_and_layer_store, tmp_path_factory.mktemp("browser") / "two"
-    _cli("report", root / "demo" / "demo.zarr", root / "l6.zarr", "--out", two, "--bootstrap", 200)
-    return {"demo": root / "demo" / "report" / "report.html", "two": two / "report.html"}
+    root = demo_and_layer_store
+    return {"demo": root / "demo" / "report" / "report.html", "two": root / "both" / "report.html"}
 
 
 @pytest.fixture(scope="module")

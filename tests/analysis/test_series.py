@@ -12,6 +12,7 @@ through every figure (the stopping-rules figure included).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -147,46 +148,66 @@ def _accuracy_rows(document: dict, table: str) -> list[dict]:
 def test_accuracy_across_depth_of_two_stores_of_different_depth(document, snapshots, tmp_path):
     random = {str(Path(document["analyses"][-1]["store"]).name): True}  # the layer store, by file name
     (path,) = accuracy_across_depth(document, tmp_path, random=random)
-    assert path.name == "accuracy-across-depth.png" and _meta(path)["depthtraj:label"] == "accuracy-across-depth"
+    meta = _meta(path)
+    assert path.name == "accuracy-across-depth.png" and meta["depthtraj:label"] == "accuracy-across-depth"
     seen = snapshots.seen[path.name]
-    (ax,) = seen["axes"]
-    assert ax["xlabel"] == "relative depth t/T" and "the stores' T differ: 6, 8" in seen["title"].replace("\n", " ")
-    lines = [ln for ln in ax["lines"] if not ln["label"].startswith("_")]
-    assert len(lines) == len(seen["legend"]) == ax["bands"]
-    # every store × task × arm is a line (arms with equal curves named together)
+    title = seen["title"].replace("\n", " ")
+    # a panel per task (the 8-step store has ARC and MMLU, the 6-layer store ARC only), one y axis
+    arc, mmlu = seen["axes"]
+    assert (arc["title"], mmlu["title"]) == ("ARC", "MMLU") and meta["depthtraj:panels"] == "2"
+    assert arc["ylim"] == mmlu["ylim"] and "a panel per task" in title
+    for ax in (arc, mmlu):
+        assert ax["xlabel"] == "relative depth t/T"
+    assert "the stores' T differ: 6, 8" in title
+    lines = {name: [ln for ln in ax["lines"] if not ln["label"].startswith("_")] for name, ax in
+             (("ARC", arc), ("MMLU", mmlu))}
+    assert all(len(lines[name]) == ax["bands"] for name, ax in (("ARC", arc), ("MMLU", mmlu)))
+    # every store × task × arm is a line (arms with equal curves named together), in its task's panel
     arms = {(r["store"], r["task"], r["precision"]) for r in _accuracy_rows(document, "accuracy")}
-    named = sum(len(lab.split(" · ")[-1].split(" = ")) for lab in seen["legend"])
+    named = sum(len(ln["label"].split(" · ")[-1].split(" = ")) for lns in lines.values() for ln in lns)
     assert named == len(arms) == 2 * 2 + 1 * 2
+    assert {ln["label"].split(" ")[0] for ln in lines["MMLU"]} == {"rec8"}  # the layer store has no MMLU
+    # a store keeps its colour in both panels; the legend names each line once
+    colour = {ln["label"]: ln["color"] for ln in lines["ARC"]}
+    assert all(colour.get(ln["label"], ln["color"]) == ln["color"] for ln in lines["MMLU"])
+    assert sorted(seen["legend"]) == sorted({ln["label"] for lns in lines.values() for ln in lns})
     # each line: A_t at every recorded depth t < T, then A_T of the accuracy table at t/T = 1
     ends = {round(r["A_T"], 9) for r in _accuracy_rows(document, "accuracy")}
-    for ln in lines:
+    for ln in lines["ARC"] + lines["MMLU"]:
         assert ln["x"][-1] == 1.0 and round(float(ln["y"][-1]), 9) in ends
         assert np.all(np.diff(ln["x"]) > 0)
-    # one model: the title names it; the legend names the store (two of one model and readout),
-    # task and arm; the random-weight store says so, the other does not
-    assert seen["title"].replace("\n", " ").startswith("synthetic: accuracy across depth")
+    # one model: the title names it; the legend names the store (two of one model and readout) and
+    # arm, the panels the task; the random-weight store says so, the other does not
+    assert title.startswith("synthetic: accuracy across depth")
     for lab in seen["legend"]:
-        assert "synthetic" not in lab and ("ARC" in lab or "MMLU" in lab) and ("bf16" in lab or "fp32" in lab)
+        assert "synthetic" not in lab and "ARC" not in lab and "MMLU" not in lab and ("bf16" in lab or "fp32" in lab)
         assert lab.split(" ")[0] in {Path(an["store"]).stem for an in document["analyses"]}
         assert ("(random weights)" in lab) == lab.startswith("layer6")
     # on request, absolute depth: integer ticks up to the larger T
     (again,) = accuracy_across_depth(document, tmp_path / "abs.png", relative=False)
-    ax = snapshots.seen[again.name]["axes"][0]
-    assert ax["xlabel"] == "depth t" and _integers(ax["xticks"])
-    assert {float(ln["x"][-1]) for ln in ax["lines"] if not ln["label"].startswith("_")} == {6.0, 8.0}
+    arc, mmlu = snapshots.seen[again.name]["axes"]
+    assert arc["xlabel"] == "depth t" and _integers(arc["xticks"])
+    assert {float(ln["x"][-1]) for ln in arc["lines"] if not ln["label"].startswith("_")} == {6.0, 8.0}
 
 
 def test_accuracy_across_depth_of_one_store_reads_depth(document, computed, snapshots, tmp_path):
     one = {**document, "analyses": [an for an in document["analyses"] if an["store"].endswith("rec8.zarr")]}
     (path,) = accuracy_across_depth(one, tmp_path)
-    (ax,) = snapshots.seen[path.name]["axes"]
-    assert ax["xlabel"] == "depth t" and _integers(ax["xticks"])
+    axes = snapshots.seen[path.name]["axes"]  # its two tasks, a panel each
+    assert [ax["title"] for ax in axes] == ["ARC", "MMLU"]
+    assert all(ax["xlabel"] == "depth t" and _integers(ax["xticks"]) for ax in axes)
     # the same lines from the Table objects
     tables = [an.tables for an in computed.analyses if an.store.endswith("rec8.zarr")]
     (again,) = accuracy_across_depth(tables, tmp_path / "tables.png")
-    (bx,) = snapshots.seen[again.name]["axes"]
-    mine = [(ln["x"].tolist(), ln["y"].tolist()) for ln in ax["lines"]]
-    assert mine == [(ln["x"].tolist(), ln["y"].tolist()) for ln in bx["lines"]]
+    mine = [(ln["x"].tolist(), ln["y"].tolist()) for ax in axes for ln in ax["lines"]]
+    assert mine == [(ln["x"].tolist(), ln["y"].tolist()) for bx in snapshots.seen[again.name]["axes"]
+                    for ln in bx["lines"]]
+    # one task: one axes, the task in the legend
+    arc = {**one, "analyses": [{**an, "tables": {k: {**t, "rows": [r for r in t["rows"] if r.get("task") != "mmlu"]}
+                                                 for k, t in an["tables"].items()}} for an in one["analyses"]]}
+    (single,) = accuracy_across_depth(arc, tmp_path / "arc.png")
+    (ax,) = snapshots.seen[single.name]["axes"]
+    assert ax["title"] == "" and all("ARC" in lab for lab in snapshots.seen[single.name]["legend"])
     assert accuracy_across_depth({"analyses": []}, tmp_path / "empty") == []
 
 
@@ -194,18 +215,17 @@ def test_accuracy_across_depth_of_one_store_reads_depth(document, computed, snap
 # the real stores: the demo (a random-weight recurrent model) beside a 6-layer logit-lens store
 # ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def real(demo_and_layer_store):
-    """The analysis (every section, §7 included) of the demo store and a 6-layer store."""
-    root = demo_and_layer_store
-    return compute_analysis([str(root / "demo" / "demo.zarr"), str(root / "l6.zarr")], bootstrap=100, seed=0,
-                            sections="3,4,5,6,7")
+def real(demo_and_layer_store) -> dict:
+    """The analysis document (every section, §7 included) of the demo store and a 6-layer store:
+    the ``analysis.json`` of their report."""
+    return json.loads((demo_and_layer_store / "both" / "analysis.json").read_text())
 
 
 @pytest.mark.models
 def test_every_figure_of_the_demo_and_a_layer_store_reads(real, snapshots, tmp_path):
     from depthtraj.analysis.figures import draw_figures
 
-    document = real.document
+    document = real
     # the two stores on one page (one store's figures: tests/analysis/test_figures.py)
     out = tmp_path / "both"
     drawn = draw_figures(out, document)
