@@ -707,7 +707,8 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
         glance_table=Markup(html_table(glance["block"], link=link_symbols, reflow=True)),
         glance_figures=[{"src": f, "alt": "accuracy across depth, every store and arm",
                          "caption": "Accuracy A_t at every recorded depth, with its percentile interval, per store, "
-                                    "task and arm (relative depth t/T when the stores' T differ)."}
+                                    "readout and arm, a panel per task (relative depth t/T when the stores' T "
+                                    "differ)."}
                         for f in glance["figures"]],
         glance_note=linked(GLANCE_NOTE), stores=header["stores"], population_note=POPULATION_NOTE, intervals=intervals,
         contents=contents, parts=parts, not_here=not_here, glossary=GLOSSARY,

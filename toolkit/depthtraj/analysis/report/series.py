@@ -13,7 +13,8 @@ other arm 60 rows away; drawn, they are curves.
   in one figure per table.
 * :func:`accuracy_across_depth` — the report's first-screen figure: the accuracy A_t at every
   recorded depth t < T (``transitions``) and at T (``accuracy``), with its interval, one line per
-  store × readout × task × arm on one axes; relative depth t/T when the stores' T differ.
+  store × readout × task × arm, a panel per task (one axes for one task); relative depth t/T when
+  the stores' T differ.
 * :func:`per_depth_tables` — the per-depth tables of an input, by name.
 
 Inputs, as :mod:`depthtraj.analysis.figures` draws them: the analysis JSON document
@@ -290,17 +291,20 @@ def _labels(lines: list[_Line], random_weights: Mapping | None = None) -> tuple[
     return labels, title
 
 
-def _styles(lines: list[_Line]) -> list[tuple[str, str]]:
-    """(colour, line style) per line: a colour per store × readout × cell, a style per arm."""
+def _styles(lines: list[_Line], by_cell: bool = True) -> list[tuple[str, str]]:
+    """(colour, line style) per line: a colour per store × readout × cell (per store × readout
+    when ``by_cell`` is false: the cells are panels, and a store's readout keeps its colour in
+    each), a style per arm."""
     colours: dict[tuple, str] = {}
     arms: dict[tuple, int] = {}
     out = []
     for ln in lines:
+        colours.setdefault((ln.store, ln.readout, ln.cell if by_cell else ""), f"C{len(colours) % 10}")
         key = (ln.store, ln.readout, ln.cell)
-        colours.setdefault(key, f"C{len(colours) % 10}")
         i = arms.get(key, 0)
         arms[key] = i + 1
-        out.append((colours[key], _STYLES[i % len(_STYLES)]))
+        colour = colours[(ln.store, ln.readout, ln.cell if by_cell else "")]
+        out.append((colour, _STYLES[i % len(_STYLES)]))
     return out
 
 
@@ -502,7 +506,8 @@ def accuracy_across_depth(document_or_tables, path, *, relative: bool | None = N
                           depth_name: str = "depth", level: str | None = None) -> list[Path]:
     """The report's first-screen figure (see the module doc): accuracy A_t (%) at every recorded
     depth, A_T at T, with the pointwise interval as a band, one line per store × readout × task ×
-    arm on one axes; returns ``[path of the PNG]`` (``[]`` when no store has the §4 tables).
+    arm, a panel per task where there are several (they share the y axis; a store's readout keeps
+    its colour in every panel); returns ``[path of the PNG]`` (``[]`` when no store has the §4 tables).
 
     ``relative``: x = t/T; ``None`` (default) chooses it when the stores' T differ, so a 6-layer
     and a 32-step store share one axis. ``random`` (or ``random_weights``): store (path, or its
@@ -518,28 +523,46 @@ def accuracy_across_depth(document_or_tables, path, *, relative: bool | None = N
         level = coverage(document_or_tables) if isinstance(document_or_tables, Mapping) and \
             "analyses" in document_or_tables else ""
     rel = _relative(lines, relative)
+    cells = list(dict.fromkeys(ln.cell for ln in lines))
+    facets = cells if 1 < len(cells) <= _MAX_PANELS else [None]  # a panel per task, or one axes
     plt = pyplot()
     with plt.rc_context(_FIRST_SCREEN):  # a size up: the first screen, read scaled to 700 px too
-        fig, ax = plt.subplots(figsize=(FULL_WIDTH, 3.3))
-        parts = []
+        ncol = min(len(facets), 2 if len(facets) == 4 else 3)
+        nrow = -(-len(facets) // ncol)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(FULL_WIDTH, 3.3 if nrow == 1 else 2.4 * nrow + 1.0),
+                                 squeeze=False)
+        axes = axes.ravel()
+        for ax in axes[len(facets):]:
+            ax.set_visible(False)
+        share_y(axes[:len(facets)])
         one_model = len({ln.model for ln in lines}) == 1  # then the title names it, not every line
-        for ln in lines:  # the legend names model (unless one), task, readout (where they differ) and arm
-            who = "" if one_model else ln.model
+        parts = []
+        for ln in lines:  # the legend names model (unless one), task (unless a panel does), readout
+            who = "" if one_model else ln.model  # (where they differ) and arm
             twins = {x.store for x in lines if (x.model, x.readout) == (ln.model, ln.readout)}
             if len(twins) > 1:  # stores of one model and readout: told apart by their names
                 who += f" ({Path(ln.store).stem})" if who else Path(ln.store).stem
             if _lookup(random_weights, ln.store):
                 who += " (random weights)"
+            task = [task_name(ln.cell)] if facets == [None] else []
             readout = [ln.readout] if len({x.readout for x in lines}) > 1 else []
-            parts.append(" · ".join([*([who.strip()] if who.strip() else []), task_name(ln.cell), *readout,
+            parts.append(" · ".join([*([who.strip()] if who.strip() else []), *task, *readout,
                                      " = ".join(ln.arms)]))
         banded = False
-        ncol = 2 if max(len(p) for p in parts) <= 44 else 1
-        for ln, label, (colour, style) in zip(lines, parts, _styles(lines)):
-            h = _draw(ax, ln, "A_t", colour, style, rel, "\n".join(textwrap.wrap(label, 60 if ncol == 1 else 44)))
-            banded |= h is not None and bool(np.isfinite(ln.series["A_t"][1]).any())
-        ax.set_ylabel("accuracy A_t (%)")
-        _depth_axis(ax, rel, depth_name)
+        legend_cols = 2 if max(len(p) for p in parts) <= 44 else 1
+        styles = _styles(lines, by_cell=facets == [None])
+        for i, (ax, cell) in enumerate(zip(axes, facets)):
+            for ln, label, (colour, style) in zip(lines, parts, styles):
+                if cell is not None and ln.cell != cell:
+                    continue
+                h = _draw(ax, ln, "A_t", colour, style, rel,
+                          "\n".join(textwrap.wrap(label, 60 if legend_cols == 1 else 44)))
+                banded |= h is not None and bool(np.isfinite(ln.series["A_t"][1]).any())
+            if cell is not None:
+                ax.set_title(task_name(cell), loc="left")
+            if i % ncol == 0:
+                ax.set_ylabel("accuracy A_t (%)")
+            _depth_axis(ax, rel, depth_name)
         Ts = sorted({ln.T for ln in lines})
         why = ""
         if rel:
@@ -549,8 +572,9 @@ def accuracy_across_depth(document_or_tables, path, *, relative: bool | None = N
             why = f"; T={'/'.join(f'{t:g}' for t in Ts)}"
         band = f"; bands: pointwise {level + ' ' if level else ''}whole-question intervals" if banded else ""
         model = f"{lines[0].model}: " if one_model else ""
-        figure_title(fig, f"{model}accuracy across depth (A_t at every recorded depth, A_T at T){why}{band}",
+        per = "; a panel per task" if facets != [None] else ""
+        figure_title(fig, f"{model}accuracy across depth (A_t at every recorded depth, A_T at T){why}{band}{per}",
                      fontsize=_FIRST_SCREEN["axes.titlesize"])
-        legend_below(fig, ax, ncol=ncol)
+        legend_below(fig, axes[:len(facets)], ncol=legend_cols)
     target = _paths(Path(path), "accuracy-across-depth", 1)[0]
-    return [save(fig, target, label="accuracy-across-depth", panels=1)]
+    return [save(fig, target, label="accuracy-across-depth", panels=len(facets))]
