@@ -510,3 +510,21 @@ def test_empty_rho_bins_are_folded_out_of_the_page(report_dir):
     assert "bins without pairs are in the CSV only" in section
     csv = sorted(report_dir.glob("tables/*rho*.csv"))
     assert csv and any(",0.0\n" in p.read_text() or ",0\n" in p.read_text() for p in csv)
+
+
+def test_the_glossary_cites_the_papers_own_labels(shared_data):
+    """The glossary's paper column holds labels the paper's source defines, as it writes them: its
+    ``r3:`` equations beside its ``pd:`` ones (issue 48 asked why the column mixes them), each
+    ``r3:`` label named in the note above the table."""
+    from depthtraj.analysis.report import GLOSSARY_NOTE
+    from depthtraj.analysis.report.glossary import GLOSSARY
+
+    paper = shared_data.parent / "paper" / "prediction_dynamics.tex"
+    if not paper.is_file():
+        pytest.skip(f"{paper} is absent")
+    defined = set(re.findall(r"\\label\{([^}]+)\}", paper.read_text()))
+    cited = {lab for e in GLOSSARY if e.label for lab in e.label.split(", ")}
+    assert cited and cited <= defined, sorted(cited - defined)
+    r3 = sorted(lab for lab in defined if lab.startswith("r3:"))
+    assert r3 and all(lab in GLOSSARY_NOTE for lab in r3)
+    assert {lab.split(":", 1)[0] for lab in cited} == {"pd", "r3"}

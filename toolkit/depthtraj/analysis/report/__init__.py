@@ -536,8 +536,14 @@ def _figure_caption(item: ReportItem, i: int, path: str) -> str:
     return f"{item.label or item.title}, panel group {i} of {len(item.figures)} ({path})"
 
 
+#: What the glossary's paper column holds (its ``pd:`` and ``r3:`` labels are the paper's own).
+GLOSSARY_NOTE = ("The paper column gives each definition's label as the paper's LaTeX source writes it, so it can "
+                 "be searched there: most carry the prefix pd:, three equations of the paper carry r3: "
+                 "(r3:eq:depth-components, r3:eq:permutation, r3:eq:correctness).")
+
+
 def _glossary_markdown() -> list[str]:
-    lines = ["## Glossary", "", "| symbol | meaning | paper |", "|---|---|---|"]
+    lines = ["## Glossary", "", GLOSSARY_NOTE, "", "| symbol | meaning | paper |", "|---|---|---|"]
     lines += [f"| {e.symbol} | {e.meaning} | {f'`{e.label}`' if e.label else ''} |" for e in GLOSSARY]
     return lines + [""]
 
@@ -710,7 +716,7 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
                                     "readout and arm, a panel per task (relative depth t/T when the stores' T "
                                     "differ)."}
                         for f in glance["figures"]],
-        glance_note=linked(GLANCE_NOTE), stores=header["stores"], population_note=POPULATION_NOTE, intervals=intervals,
+        glance_note=linked(GLANCE_NOTE), glossary_note=GLOSSARY_NOTE, stores=header["stores"], population_note=POPULATION_NOTE, intervals=intervals,
         contents=contents, parts=parts, not_here=not_here, glossary=GLOSSARY,
         css=Markup((base / "report.css").read_text(encoding="utf-8")),
         js=Markup((base / "report.js").read_text(encoding="utf-8")),
