@@ -512,6 +512,7 @@ def test_empty_rho_bins_are_folded_out_of_the_page(report_dir):
     assert csv and any(",0.0\n" in p.read_text() or ",0\n" in p.read_text() for p in csv)
 
 
+@pytest.mark.shared_data
 def test_the_glossary_cites_the_papers_own_labels(shared_data):
     """The glossary's paper column holds labels the paper's source defines, as it writes them: its
     ``r3:`` equations beside its ``pd:`` ones (issue 48 asked why the column mixes them), each
