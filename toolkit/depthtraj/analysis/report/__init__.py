@@ -716,7 +716,8 @@ def _html(items, header: dict, document: dict, glance: dict) -> str:
                                     "readout and arm, a panel per task (relative depth t/T when the stores' T "
                                     "differ)."}
                         for f in glance["figures"]],
-        glance_note=linked(GLANCE_NOTE), glossary_note=GLOSSARY_NOTE, stores=header["stores"], population_note=POPULATION_NOTE, intervals=intervals,
+        glance_note=linked(GLANCE_NOTE), glossary_note=GLOSSARY_NOTE, stores=header["stores"],
+        population_note=POPULATION_NOTE, intervals=intervals,
         contents=contents, parts=parts, not_here=not_here, glossary=GLOSSARY,
         css=Markup((base / "report.css").read_text(encoding="utf-8")),
         js=Markup((base / "report.js").read_text(encoding="utf-8")),

@@ -299,11 +299,10 @@ def _styles(lines: list[_Line], by_cell: bool = True) -> list[tuple[str, str]]:
     arms: dict[tuple, int] = {}
     out = []
     for ln in lines:
-        colours.setdefault((ln.store, ln.readout, ln.cell if by_cell else ""), f"C{len(colours) % 10}")
+        colour = colours.setdefault((ln.store, ln.readout, ln.cell if by_cell else ""), f"C{len(colours) % 10}")
         key = (ln.store, ln.readout, ln.cell)
         i = arms.get(key, 0)
         arms[key] = i + 1
-        colour = colours[(ln.store, ln.readout, ln.cell if by_cell else "")]
         out.append((colour, _STYLES[i % len(_STYLES)]))
     return out
 
