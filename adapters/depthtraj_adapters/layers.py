@@ -112,6 +112,20 @@ def _path(obj: Any, dotted: str) -> Any:
     return obj
 
 
+
+def _refuse_beyond_positions(limit: int, field: str, prompts: Sequence[Sequence[int]],
+                             continuations: Sequence[Sequence[Sequence[int]]] | None) -> None:
+    """Raise :class:`AdapterInputError` when a prompt (with its longest continuation, for answer
+    texts) is longer than ``limit`` learned positions (``field`` of ``config.json``)."""
+    conts = continuations if continuations is not None else [()] * len(prompts)
+    need = [len(p) + max((len(v) for v in c), default=0) for p, c in zip(prompts, conts, strict=True)]
+    over = [n for n in need if n > limit]
+    if over:
+        what = "prompts with their longest answer text" if continuations is not None else "prompts"
+        raise AdapterInputError(f"{len(over)} of {len(need)} {what} are longer than the model's {limit} learned "
+                                f"positions ({field} in config.json; the longest has {max(over)} tokens); the "
+                                f"layers adapter runs every prompt whole")
+
 def _n_layers(config: Any) -> int:
     return int(getattr(config, "num_hidden_layers", None) or config.n_layer)
 
@@ -437,6 +451,22 @@ class LayersAdapter(LoopedLMAdapter):
         return self._final(model, x)
 
     # ------------------------------------------------------------------ inputs
+    @classmethod
+    def preflight_inputs(cls, path: str | Path, prompts: Sequence[Sequence[int]],
+                         continuations: Sequence[Sequence[Sequence[int]]] | None = None) -> None:
+        """Refuse, before any weight loads, items longer than the checkpoint's learned position
+        table, read from its ``config.json`` (the rule of :meth:`check_inputs`).
+
+        Raises:
+            AdapterInputError: see :meth:`check_inputs`.
+        """
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(path)
+        arch = SUPPORTED.get(config.model_type)
+        if arch is not None and arch.positions is not None:
+            _refuse_beyond_positions(int(getattr(config, arch.positions)), arch.positions, prompts, continuations)
+
     def check_inputs(self, prompts: Sequence[Sequence[int]],
                      continuations: Sequence[Sequence[Sequence[int]]] | None = None) -> None:
         """Refuse, before anything is written, items the model cannot run: for an architecture
@@ -444,7 +474,8 @@ class LayersAdapter(LoopedLMAdapter):
         ``max_position_embeddings``), a prompt (label readout), or a prompt followed by its
         longest continuation (answer text: a continuation's positions follow the prompt's),
         longer than the table. A packed sequence may be longer than the table: its position ids
-        restart at ``len(x)`` for every continuation.
+        restart at ``len(x)`` for every continuation. ``collect`` applies the same rule before
+        the weights load (:meth:`preflight_inputs`).
 
         Args:
             prompts: per item, its prompt's token ids.
@@ -454,17 +485,8 @@ class LayersAdapter(LoopedLMAdapter):
             AdapterInputError: one line: how many items, the longest, the limit and its field.
         """
         field = self.arch.positions
-        if field is None:
-            return
-        limit = int(getattr(self.model.config, field))
-        conts = continuations if continuations is not None else [()] * len(prompts)
-        need = [len(p) + max((len(v) for v in c), default=0) for p, c in zip(prompts, conts, strict=True)]
-        over = [n for n in need if n > limit]
-        if over:
-            what = "prompts with their longest answer text" if continuations is not None else "prompts"
-            raise AdapterInputError(f"{len(over)} of {len(need)} {what} are longer than the model's {limit} learned "
-                                    f"positions ({field} in config.json; the longest has {max(over)} tokens); the "
-                                    f"layers adapter runs every prompt whole")
+        if field is not None:
+            _refuse_beyond_positions(int(getattr(self.model.config, field)), field, prompts, continuations)
 
     # ------------------------------------------------------------------ family hooks
     def _record(self, model: Any, input_ids: torch.Tensor,

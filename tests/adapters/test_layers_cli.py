@@ -155,6 +155,8 @@ def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path)
     lines = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("depthtraj: error")]
     assert len(lines) == 1 and want in lines[0], res.stderr
     assert "Traceback" not in res.stderr and not out.exists()
+    if case == "positions":  # config.json and the tokenised items decide it: before the weights load (issue 49)
+        assert "loading layers model" not in res.stderr and "self-check" not in res.stderr, res.stderr
 
 
 def test_report_on_a_layer_store_beside_a_recurrent_store(demo_and_layer_store):

@@ -122,6 +122,7 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
         check_text: bool = True,
         revision: str | None = None,
         batching: str = "invariant",
+        tokenizer: Any | None = None,
     ) -> Self:
         """Load a checkpoint (hub id or directory) with its remote code, prepare ``arms`` and
         check the adapter against the model's own forward.
@@ -140,6 +141,8 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
         directory its :func:`checkpoint_hash`, equal to or starting with ``revision``). The
         adapter's :attr:`revision` is the resolved commit, or the content hash of a local
         directory. ``batching`` is the execution mode of batches (:data:`BATCHING_MODES`).
+        ``tokenizer``: the checkpoint's tokenizer when the caller loaded it already
+        (:meth:`load_tokenizer`; ``collect`` does, to check the items before the weights load).
 
         Raises:
             AdapterSelfCheckError: the adapter's readout is not the model's own forward.
@@ -147,19 +150,15 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
             RevisionMismatchError: the checkpoint is not at ``revision``.
         """
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
         local = Path(str(path)).expanduser().is_dir()
         pin = {"revision": revision} if revision and not local else {}
         model = AutoModelForCausalLM.from_pretrained(
             path, trust_remote_code=True, **pin, **dtype_kwarg(torch.float32)
         )
-        # the checkpoint's code is trusted already (the model's); without the flag transformers
-        # asks on stdin whether to run a tokenizer's remote code
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True, **pin)
-        except Exception as exc:  # tokenizers and transformers raise many types
-            raise TokenizerLoadError(f"the tokenizer of {path} cannot be loaded") from exc
+        if tokenizer is None:
+            tokenizer = cls.load_tokenizer(path, revision=revision)
         model_name, resolved = model_identity(model, path)
         if resolved == "local" and local:
             resolved = checkpoint_hash(Path(str(path)).expanduser())
@@ -178,6 +177,27 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
         if self_check:
             adapter.self_check(self_check, text=check_text)
         return adapter
+
+    @classmethod
+    def load_tokenizer(cls, path: str | Path, *, revision: str | None = None) -> Any:
+        """The checkpoint's tokenizer alone, as :meth:`load` loads it
+        (``AutoTokenizer.from_pretrained(path, trust_remote_code=True)``, at ``revision`` for a
+        hub id), no weights: ``collect`` tokenises the items with it and checks them
+        (:meth:`preflight_inputs`) before the model loads.
+
+        Raises:
+            TokenizerLoadError: the tokenizer cannot be loaded (the cause chained).
+        """
+        from transformers import AutoTokenizer
+
+        local = Path(str(path)).expanduser().is_dir()
+        pin = {"revision": revision} if revision and not local else {}
+        # a checkpoint's remote code is trusted with its model's; without the flag transformers
+        # asks on stdin whether to run a tokenizer's remote code
+        try:
+            return AutoTokenizer.from_pretrained(path, trust_remote_code=True, **pin)
+        except Exception as exc:  # tokenizers and transformers raise many types
+            raise TokenizerLoadError(f"the tokenizer of {path} cannot be loaded") from exc
 
     def module(self, dtype: torch.dtype) -> Any:
         """The model variant whose parameters are stored in ``dtype``, for the weights of the arm

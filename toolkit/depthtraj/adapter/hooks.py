@@ -82,6 +82,21 @@ class AdapterHooks(abc.ABC):
         """
         return 32
 
+    @classmethod
+    def preflight_inputs(cls, path: str | Path, prompts: Sequence[Sequence[int]],
+                         continuations: Sequence[Sequence[Sequence[int]]] | None = None) -> None:
+        """Refuse, before any weight loads, items the checkpoint at ``path`` cannot run:
+        ``collect`` loads the tokenizer alone (:meth:`load_tokenizer`), tokenises every item and
+        calls this with them (``prompts``, and for the answer-text readout each item's
+        ``continuations``) before :meth:`load`, so that a limit ``config.json`` decides (a learned
+        position table) costs no model load and no self-check. Read ``config.json`` here, not the
+        weights. The default accepts everything; :meth:`check_inputs` is the same check on the
+        loaded model, for limits only the model knows.
+
+        Raises:
+            AdapterInputError: one line naming the limit, its field and how many items exceed it.
+        """
+
     def check_inputs(self, prompts: Sequence[Sequence[int]],
                      continuations: Sequence[Sequence[Sequence[int]]] | None = None) -> None:
         """Refuse items the model cannot run, before anything is written: ``collect`` calls it

@@ -45,7 +45,14 @@ from .checkpoint import (
 )
 from .gguf import find_gguf
 from .memory import AUTO_BATCH_CAP, auto_batch_size
-from .output import check_out, refuse_shard_rerun, rerun_message, shard_chunks, stored_execution, stored_model
+from .output import (
+    check_out,
+    refuse_shard_rerun,
+    rerun_message,
+    shard_chunks,
+    stored_execution,
+    stored_model,
+)
 from .plan import CollectionPlan, check_depths
 from .questions import (
     TARGET_DELIMITER,
@@ -356,7 +363,32 @@ def run(
         adapter_cls.preflight(model, depths=depths, options=adapter_options)
     except AdapterInputError as exc:
         raise CollectError(" ".join(str(exc).split())) from None
+    # the items, tokenised by the checkpoint's tokenizer alone, and the limits config.json decides
+    # (a learned position table), before the weights load and the self-check runs
+    try:
+        tokenizer = adapter_cls.load_tokenizer(model, revision=revision)
+    except TokenizerLoadError as exc:
+        raise CollectError(f"{model}: cannot load the tokenizer ({first_line(exc.__cause__)})") from None
+    orders = arrangement_orders([len(q.choices) for q in questions], arrangements)
+    if arrangements != 1:
+        ks = np.bincount([len(q.choices) for q in questions])
+        per = ", ".join(f"{int(n)} question{'s' if n != 1 else ''} of K = {k}: {k} arrangements"
+                        for k, n in enumerate(ks) if n)
+        log(f"--arrangements {arrangements}: balanced designs of K arrangements per question ({per}); the store's "
+            f"arrangement dim has {orders.shape[1]}")
+    items = tokenize_items(tokenizer, questions, orders, readout=readout, options=options)
+    prompts = [it.prompt for it in items]
+    continuations = [it.continuations for it in items] if readout == "text" else None
+    try:
+        adapter_cls.preflight_inputs(model, prompts, continuations)
+    except AdapterInputError as exc:
+        raise CollectError(" ".join(str(exc).split())) from None
     log(f"loading {adapter} model from {model} on {device}" + (f" with the tuned lens {lens}" if lens else ""))
+    # the tokenizer loaded above, to an adapter whose own `load` takes it (an override written
+    # before `load` took one loads its tokenizer again)
+    load_params = inspect.signature(adapter_cls.load).parameters
+    if "tokenizer" in load_params or any(p.kind is p.VAR_KEYWORD for p in load_params.values()):
+        adapter_options = {**adapter_options, "tokenizer": tokenizer}
     try:
         runner = adapter_cls.load(
             model, device=device, arms=arms, self_check=depths, check_text=readout == "text", revision=revision,
@@ -376,17 +408,8 @@ def run(
     if runner.self_check_report is not None:
         log(runner.self_check_report.line())
 
-    orders = arrangement_orders([len(q.choices) for q in questions], arrangements)
-    if arrangements != 1:
-        ks = np.bincount([len(q.choices) for q in questions])
-        per = ", ".join(f"{int(n)} question{'s' if n != 1 else ''} of K = {k}: {k} arrangements"
-                        for k, n in enumerate(ks) if n)
-        log(f"--arrangements {arrangements}: balanced designs of K arrangements per question ({per}); the store's "
-            f"arrangement dim has {orders.shape[1]}")
-    items = tokenize_items(runner.tokenizer, questions, orders, readout=readout, options=options)
-    try:  # limits the model sets on the tokenised items (a learned position table), before anything is written
-        runner.check_inputs([it.prompt for it in items],
-                            [it.continuations for it in items] if readout == "text" else None)
+    try:  # limits only the loaded model knows, on the tokenised items, before anything is written
+        runner.check_inputs(prompts, continuations)
     except AdapterInputError as exc:
         raise CollectError(" ".join(str(exc).split())) from None
     qs = question_set(questions, seed, orders, items)
