@@ -45,17 +45,13 @@ demo: $(VENV)/.installed-demo
 
 # -n logical: one worker per logical CPU (at most 4). `-n auto` counts physical cores through psutil,
 # which is 1 on a 2-vCPU machine that presents its vCPUs as two threads of one core: the suite
-# would run on a single worker. The first part runs one worker more than the CPUs (at most 5): its
-# tests wait a good part of the time (subprocesses polled, servers and clusters started, a worker
-# waiting for a session store another one builds), and on two CPUs a core sat idle 11 % of the part
-# (measured from the processes' CPU times); the numbers modules keep one worker per CPU.
-WORKERS := $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count(); print(min(n + 1, 5))")
+# would run on a single worker.
 #
 # The suite runs in two parts: everything but the numbers modules (below) on this machine's CPU
 # instruction set, then the numbers modules one instruction set below it (make test-capped). Every
 # test runs once.
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile $(addprefix --ignore=,$(CAPPED_TESTS))
+	$(BIN)/python -m pytest -q -n logical --maxprocesses 4 --dist loadfile $(addprefix --ignore=,$(CAPPED_TESTS))
 	@$(MAKE) --no-print-directory test-capped
 
 # The numbers modules: the adapter tests that compare readouts with numbers (each family against its

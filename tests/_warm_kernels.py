@@ -1,0 +1,48 @@
+"""Compile the analysis kernels into numba's on-disk cache, once, at the start of a parallel test
+run (tests/conftest.py starts it in the background on the pytest-xdist controller).
+
+The kernels are ``@njit(cache=True)``: the first process that calls one compiles it (the whole set
+takes about a minute of one core) and writes the cache beside the source; every later process loads
+it. A fresh clone has no cache, so without this each xdist worker, and every subprocess the tests
+start before the cache exists, compiled the same kernels again. This runs every section of the
+analysis on two small synthetic stores (label scores with the §7 probe variables; answer-text
+scores), the stopping rules and the data-level validation, so that every kernel the suite calls
+is compiled here with the argument types the stores give it. It writes only in a temporary
+directory and numba's cache; a worker that needs a kernel first compiles it itself, as before.
+
+    python tests/_warm_kernels.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+
+def main() -> int:
+    from depthtraj.analysis.cli import run_analyze
+    from depthtraj.analysis.prediction.command import run_exits
+    from depthtraj.testing import synthetic_store
+    from depthtraj.validate import validate_store
+
+    with tempfile.TemporaryDirectory(prefix="depthtraj-warm-") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        root = Path(tmp)
+        kw = {"n": 24, "endpoint": 8, "precision": ("bf16", "fp32"), "chunk_size": 8, "seed": 1}
+        label = synthetic_store(root / "f1.zarr", readout="label", probes=(2, 6), **kw)
+        text = synthetic_store(root / "f2.zarr", readout="text", **kw)
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            for store in (label, text):
+                validate_store(store, level="data")
+                run_analyze([str(store)], sections=[3, 4, 5, 6, 7], bootstrap=20, fmt="json")
+            run_exits([str(label)], bootstrap=20, fmt="json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
