@@ -1,10 +1,11 @@
-"""Compile the analysis kernels into numba's on-disk cache, once, at the start of a parallel test
-run (tests/conftest.py starts it in the background on the pytest-xdist controller).
+"""Compile the installed analysis kernels into numba's on-disk cache: the wheel check
+(.ci/wheel-check) runs it in the background in its fresh venv while the demo collects, so that the
+demo's report loads the kernels instead of compiling them.
 
 The kernels are ``@njit(cache=True)``: the first process that calls one compiles it (the whole set
 takes about a minute of one core) and writes the cache beside the source; every later process loads
-it. A fresh clone has no cache, so without this each xdist worker, and every subprocess the tests
-start before the cache exists, compiled the same kernels again. This runs every section of the
+it. (Started on the pytest-xdist controller at the start of ``make test`` it did not shorten the
+run: the workers reached the kernels before it was done, issue 47.) This runs every section of the
 analysis on two small synthetic stores (label scores with the §7 probe variables; answer-text
 scores), the stopping rules and the data-level validation, so that every kernel the suite calls
 is compiled here with the argument types the stores give it. It writes only in a temporary

@@ -87,26 +87,7 @@ def pytest_make_collect_report(collector):
         collector.config._depthtraj_core_skips.append(f"{report.nodeid} (the whole module): {_skip_reason(report)}")
 
 
-def pytest_sessionstart(session):
-    """On the pytest-xdist controller, the analysis kernels' numba cache is filled in the
-    background (tests/_warm_kernels.py) while the workers start on the documentation's pages, which
-    collect before they analyse: in a fresh clone every worker, and every subprocess started before
-    the cache existed, compiled the same kernels again (about a minute of one core each)."""
-    config = session.config
-    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
-        return
-    import subprocess
-    import sys
-
-    config._depthtraj_warm = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_warm_kernels.py"))],
-                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
 def pytest_sessionfinish(session, exitstatus):
-    warm = getattr(session.config, "_depthtraj_warm", None)
-    if warm is not None and warm.poll() is None:
-        warm.kill()  # a short run ended first: nothing of it is needed
-        warm.wait()
     skips = getattr(session.config, "_depthtraj_core_skips", [])
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # a pytest-xdist worker: its skips go to the controller
