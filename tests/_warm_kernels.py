@@ -7,9 +7,11 @@ takes about a minute of one core) and writes the cache beside the source; every 
 it. (Started on the pytest-xdist controller at the start of ``make test`` it did not shorten the
 run: the workers reached the kernels before it was done, issue 47.) This runs every section of the
 analysis on two small synthetic stores (label scores with the §7 probe variables; answer-text
-scores), the stopping rules and the data-level validation, so that every kernel the suite calls
-is compiled here with the argument types the stores give it. It writes only in a temporary
-directory and numba's cache; a worker that needs a kernel first compiles it itself, as before.
+scores), the stopping rules and the data-level validation: 24 of the 28 cached kernels, with the
+argument types a store gives them (not the per-depth ladder, ``ladder_at`` / ``ladder_arrays``,
+nor ``correctness_pass`` and ``is_dyadic``, which only some public functions call). It writes
+only in a temporary directory and numba's cache; a process that needs a kernel before it is
+cached compiles it itself, as without it.
 
     python tests/_warm_kernels.py
 """

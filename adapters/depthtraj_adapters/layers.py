@@ -112,7 +112,6 @@ def _path(obj: Any, dotted: str) -> Any:
     return obj
 
 
-
 def _refuse_beyond_positions(limit: int, field: str, prompts: Sequence[Sequence[int]],
                              continuations: Sequence[Sequence[Sequence[int]]] | None) -> None:
     """Raise :class:`AdapterInputError` when a prompt (with its longest continuation, for answer
@@ -125,6 +124,7 @@ def _refuse_beyond_positions(limit: int, field: str, prompts: Sequence[Sequence[
         raise AdapterInputError(f"{len(over)} of {len(need)} {what} are longer than the model's {limit} learned "
                                 f"positions ({field} in config.json; the longest has {max(over)} tokens); the "
                                 f"layers adapter runs every prompt whole")
+
 
 def _n_layers(config: Any) -> int:
     return int(getattr(config, "num_hidden_layers", None) or config.n_layer)
