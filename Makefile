@@ -63,7 +63,7 @@ test: $(VENV)/.installed
 # `make test`; CI runs these modules once more on the lower bounds of the `models` extra.
 CAPPED_TESTS := tests/adapters/test_raven.py tests/adapters/test_ouro.py tests/adapters/test_recurrent_llama.py \
 	tests/adapters/test_layers.py tests/adapters/test_native_arm.py tests/adapters/test_batch_invariance.py \
-	tests/test_text_readout.py
+	tests/test_text_readout.py tests/adapters/test_layers_registry.py
 
 test-capped: $(VENV)/.installed
 	cap=$$($(BIN)/python -c "import torch; print({'AVX512': 'avx2 AVX2'}.get(torch.backends.cpu.get_cpu_capability(), 'default SSE41'))"); \

@@ -8,8 +8,8 @@ hooks (prelude, initial state, one recurrence step, readout path) and registers 
 * ``recurrent-llama`` -> :class:`depthtraj_adapters.recurrent_llama.RecurrentLlamaAdapter`
   (raven lineage, Recurrent-Llama-1.4B from "retrofitted recurrence");
 * ``ouro`` -> :class:`depthtraj_adapters.ouro.OuroAdapter` (Ouro family, Ouro-1.4B);
-* ``layers`` -> :class:`depthtraj_adapters.layers.LayersAdapter` (any ordinary transformer of
-  the supported architectures: depth = decoder layer, read through the logit or a tuned lens).
+* ``layers`` -> :class:`depthtraj_adapters.layers.LayersAdapter` (any decoder-only causal LM
+  transformers builds: depth = decoder layer, read through the logit or a tuned lens).
 
 ``depthtraj_adapters.tiny`` holds tiny random-weight models of each family, written from scratch,
 for tests and benchmarks. Importing this package imports neither torch nor transformers.

@@ -47,10 +47,12 @@ with an independent computation: the model's own forward (``output_hidden_states
 the model's final norm, lens and head below L, its ``logits`` at L) run by a second instance of
 the model that always computes with eager attention, whatever the adapter's model runs.
 
-Supported ``model_type`` values: :data:`SUPPORTED`; ``collect`` refuses any other in one line
-before loading weights. A prompt longer than a model's learned position table (GPT-2's
-``n_positions``, OPT's ``max_position_embeddings``) is refused by :meth:`LayersAdapter.check_inputs`
-before anything is written.
+Which models: any decoder-only causal LM transformers builds (:mod:`.anatomy` finds its layer
+list, its final path and its position limits from the model itself; the tests walk transformers'
+causal-LM registry and compare every depth with the truncated model). ``collect`` refuses, before
+loading weights, an encoder, encoder-decoder or multimodal model, a model type transformers does
+not build, and a prompt longer than a model's learned position table (GPT-2's ``n_positions``,
+OPT's ``max_position_embeddings``; :meth:`LayersAdapter.preflight_inputs`).
 """
 
 from __future__ import annotations
@@ -64,52 +66,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
-from depthtraj.adapter import AdapterInputError, LoopedLMAdapter, torch_dtype
+from depthtraj.adapter import AdapterInputError, AdapterSelfCheckError, LoopedLMAdapter, torch_dtype
 from depthtraj.models.v1 import DepthInfo, Lens
+
+from .anatomy import (
+    Anatomy,
+    config_refusal,
+    discover,
+    final_path,
+    hidden_size_of,
+    n_layers_of,
+    path_of,
+    reset_rope,
+    run_final,
+)
 
 if TYPE_CHECKING:
     import torch
 
 
-class _Arch(NamedTuple):
-    """Where one architecture keeps its decoder layers and its final norm (attribute paths from
-    the ``*ForCausalLM`` model), and what bounds the sequences it runs."""
-
-    layers: str
-    norm: str
-    project_out: str | None = None
-    positions: str | None = None
-    """The ``config.json`` field of the size of a learned position table (position ids must be
-    below it), for an architecture that has one."""
-    causal_buffer: str | None = None
-    """Attribute path, from a decoder layer, of a ``[1, 1, n, n]`` causal buffer that eager
-    attention applies by sequence index (GPT-2's ``attn.bias``, ``n = n_positions``)."""
-
-
-#: model_type (config.json) -> where its decoder layers and final norm are. The model's own head is
-#: ``get_output_embeddings()``; Gemma-2's final logit soft-capping is read from its config.
-SUPPORTED: Mapping[str, _Arch] = {
-    "llama": _Arch("model.layers", "model.norm"),
-    "mistral": _Arch("model.layers", "model.norm"),
-    "qwen2": _Arch("model.layers", "model.norm"),
-    "qwen3": _Arch("model.layers", "model.norm"),
-    "gemma": _Arch("model.layers", "model.norm"),
-    "gemma2": _Arch("model.layers", "model.norm"),
-    "phi3": _Arch("model.layers", "model.norm"),
-    "gpt2": _Arch("transformer.h", "transformer.ln_f", positions="n_positions", causal_buffer="attn.bias"),
-    "gpt_neox": _Arch("gpt_neox.layers", "gpt_neox.final_layer_norm"),
-    "opt": _Arch("model.decoder.layers", "model.decoder.final_layer_norm", "model.decoder.project_out",
-                 positions="max_position_embeddings"),
-}
-
 #: The files of a tuned lens in tuned-lens's own format (``TunedLens.save``).
 LENS_FILES = ("config.json", "params.pt")
-
-
-def _path(obj: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _refuse_beyond_positions(limit: int, field: str, prompts: Sequence[Sequence[int]],
@@ -127,11 +104,11 @@ def _refuse_beyond_positions(limit: int, field: str, prompts: Sequence[Sequence[
 
 
 def _n_layers(config: Any) -> int:
-    return int(getattr(config, "num_hidden_layers", None) or config.n_layer)
+    return int(n_layers_of(config))
 
 
 def _hidden_size(config: Any) -> int:
-    return int(getattr(config, "hidden_size", None) or config.n_embd)
+    return int(hidden_size_of(config))
 
 
 def unembed_hash(weight: np.ndarray) -> str:
@@ -212,6 +189,25 @@ def _forward_signature(layer_cls: type) -> inspect.Signature:
     return inspect.signature(layer_cls.forward)
 
 
+def _unsteppable(model: Any, exc: BaseException) -> str:
+    """The one-line refusal of a model whose decoder layers cannot be stepped one at a time with
+    the arguments its forward gives them (a recurrent state threaded between layers: RWKV, xLSTM)."""
+    text = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return (f"{type(model).__name__}: its decoder layers cannot be stepped one at a time with the arguments its "
+            f"forward gives them ({type(exc).__name__}: {text}); the layers adapter reads models whose layers map "
+            f"the residual stream alone")
+
+
+def _probe_ids(model: Any) -> torch.Tensor:
+    """``[1, 8]`` token ids below the model's vocabulary size, on its device: the input of the
+    forward that records and checks its final path."""
+    import torch
+
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    device = next(model.parameters()).device
+    return torch.tensor([[(37 * i + 11) % vocab for i in range(8)]], device=device)
+
+
 class _Recorded(Exception):
     """Raised by the last layer's recorder: the model's forward has built every layer's input."""
 
@@ -232,48 +228,78 @@ class _RowsCache(NamedTuple):
 
 
 class LayersAdapter(LoopedLMAdapter):
-    """Any ``AutoModelForCausalLM`` of :data:`SUPPORTED`: depth t is the residual stream after
-    decoder layer t, read through the logit lens or a tuned lens (see the module docstring).
+    """Any decoder-only ``AutoModelForCausalLM`` transformers builds: depth t is the residual
+    stream after decoder layer t, read through the logit lens or a tuned lens (see the module
+    docstring). What it steps and reads is found from the model (:mod:`.anatomy`), not from a
+    table of architectures.
 
     ``collect --adapter layers --model CKPT [--depths T] [--lens DIR]``: ``--depths`` is at most
     the model's layer count L, and L when not given (the readout at depth L is the model's own
     logits).
 
-    The model is switched to :attr:`attn_implementation` (eager attention) on construction.
+    The model is switched to :attr:`attn_implementation` (eager attention) on construction, its
+    anatomy is read and checked (its logits are its last layer's output through the modules its
+    forward runs after that layer and its own head), and the answer-text layout is chosen
+    (:attr:`sequence_layout`): packed where a packed row gives each candidate what it gets run
+    alone (tested on the model), each ``[x, v_k]`` a row of its own where it does not (ALiBi), each
+    sequence a forward of its own where the rotary frequencies depend on the longest position
+    (LongRoPE, dynamic NTK).
 
     Raises:
-        AdapterInputError: (at construction) a model whose ``model_type`` is not supported, or
-            one that cannot be switched to eager attention.
+        AdapterInputError: (at construction) an encoder or encoder-decoder model, no single list
+            of decoder layers, logits that are not the last layer's output through the model's
+            own final path, or a model that cannot be switched to eager attention.
     """
 
     name = "layers"
     family = "transformer"
-    version = "0.2.0"
-    model_types = tuple(SUPPORTED)
+    version = "0.3.0"
+    #: any decoder-only causal LM (what cannot be read is refused from config.json: :meth:`preflight`)
+    model_types = ()
+    drives = "any decoder-only causal LM transformers builds (encoders, encoder-decoders refused)"
     #: the options ``load`` (and ``collect``) take
     options: ClassVar[tuple[str, ...]] = ("lens",)
     #: the attention implementation the model runs (transformers' ``attn_implementation``):
-    #: eager, which computes every supported architecture as its modeling file defines it
+    #: eager, which computes every architecture as its modeling file defines it
     attn_implementation: ClassVar[str] = "eager"
+    #: loaded with it: modelling files without transformers' AttentionInterface (Qwen2-MoE,
+    #: StableLM, Falcon, OLMoE, …) choose their attention class when they are built
+    from_pretrained_kwargs: ClassVar[Mapping[str, Any]] = {"attn_implementation": "eager"}
 
     def __init__(self, model: Any, tokenizer: Any, **kwargs: Any) -> None:
 
-        arch = SUPPORTED.get(getattr(model.config, "model_type", None))
-        if arch is None:
-            raise AdapterInputError(self.unsupported(getattr(model.config, "model_type", None)))
+        refusal = config_refusal(model.config)
+        if refusal is not None:
+            raise AdapterInputError(refusal)
         want = self.attn_implementation
         if getattr(model.config, "_attn_implementation", None) != want:
             try:  # before the per-dtype copies are made, which inherit it
                 model.set_attn_implementation(want)
-            except (ValueError, ImportError):  # an implementation this install lacks: refused below
+            except (ValueError, ImportError, AttributeError):  # refused below
                 pass
-        if model.config._attn_implementation != want:
+        if getattr(model.config, "_attn_implementation", want) != want:
             raise AdapterInputError(f"{type(model).__name__} cannot be switched to {want} attention "
-                                    f"(it runs {model.config._attn_implementation!r}); the layers adapter "
-                                    f"computes every model with {want} attention")
-        self.arch = arch
-        self.n_layers = _n_layers(model.config)
+                                    f"(it runs {model.config._attn_implementation!r}; load it with "
+                                    f"attn_implementation={want!r}); the layers adapter computes every model with "
+                                    f"{want} attention")
+        if model.get_output_embeddings() is None:
+            raise AdapterInputError(f"{type(model).__name__} has no output embeddings (get_output_embeddings() is "
+                                    "None): no head to read its layers through")
+        #: whether the forward takes position ids (BLOOM's ALiBi and the state-space models do not:
+        #: positions follow the sequence index, so answer texts cannot be packed)
+        self._takes_positions = "position_ids" in inspect.signature(model.forward).parameters
+        try:
+            self.anatomy: Anatomy = discover(model)
+            probe = _probe_ids(model)
+            self._final_paths, _ = final_path(model.float().eval(), self.anatomy, probe)
+        except ValueError as exc:
+            raise AdapterInputError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - the model's own code, recorded on a probe
+            raise AdapterInputError(_unsteppable(model, exc)) from None
+        self.n_layers = self.anatomy.n_layers
         head = model.get_output_embeddings()
+        if not hasattr(head, "weight"):
+            raise AdapterInputError(f"{type(model).__name__}'s output embeddings have no weight matrix")
         # tuned-lens hashes the unembedding as loaded (before depthtraj rounds the weights)
         self._unembed_hash = unembed_hash(head.weight.detach().float().cpu().numpy())
         self.lens: TunedLensFiles | None = None
@@ -282,30 +308,70 @@ class LayersAdapter(LoopedLMAdapter):
         self._references: dict[int, Any] = {}
         self._reference_run: tuple[tuple, Any] | None = None
         super().__init__(model, tokenizer, **kwargs)
+        try:
+            self.sequence_layout, self.layout_reason = self._choose_layout()
+        except Exception as exc:  # noqa: BLE001 - the model's own layer code, stepped one layer at a time
+            raise AdapterInputError(_unsteppable(model, exc)) from None
 
     # ------------------------------------------------------------------ options and loading
     @staticmethod
-    def unsupported(model_type: Any) -> str:
-        """The one-line error message for a checkpoint whose ``model_type`` the layers adapter does
-        not step; it names the supported ones (:data:`SUPPORTED`)."""
-        return (f"model_type {model_type!r} is not supported by the layers adapter; it steps the decoder layers of "
-                f"{', '.join(SUPPORTED)}")
-
-    @classmethod
-    def preflight(cls, path: str | Path, *, depths: int, options: Mapping[str, Any]) -> None:
-        """Check ``--depths`` and ``--lens`` against the checkpoint's ``config.json``, before any
-        weight loads.
+    def _config(path: str | Path) -> Any:
+        """``config.json`` of ``path`` through transformers (no remote code).
 
         Raises:
-            AdapterInputError: an unsupported architecture, ``depths`` above the layer count, a
-                lens of another layer count or width, or an option other than ``lens``.
+            AdapterInputError: a model type transformers does not know (one line).
         """
         from transformers import AutoConfig
 
+        try:
+            return AutoConfig.from_pretrained(path)
+        except (ValueError, KeyError) as exc:
+            first = " ".join(str(exc).split())[:300]
+            raise AdapterInputError(f"{path}: transformers cannot read its config.json as one of its own "
+                                    f"architectures ({first}); the layers adapter reads the decoder-only causal "
+                                    f"LMs transformers builds") from None
+
+    @classmethod
+    def anatomy_of(cls, path: str | Path) -> Anatomy | None:
+        """The :class:`~.anatomy.Anatomy` of the checkpoint at ``path``, read from a model built
+        from its ``config.json`` on the ``meta`` device (no weight is read or allocated);
+        ``None`` when transformers cannot build it there (read at load instead).
+
+        Raises:
+            AdapterInputError: what :func:`~.anatomy.config_refusal` refuses, or a model without
+                one list of decoder layers.
+        """
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        config = cls._config(path)
+        refusal = config_refusal(config)
+        if refusal is not None:
+            raise AdapterInputError(refusal)
+        try:
+            with torch.device("meta"):
+                skeleton = AutoModelForCausalLM.from_config(config)
+        except Exception:  # noqa: BLE001 - a model transformers cannot build on meta is read at load
+            return None
+        try:
+            return discover(skeleton)
+        except ValueError as exc:
+            raise AdapterInputError(str(exc)) from None
+
+    @classmethod
+    def preflight(cls, path: str | Path, *, depths: int, options: Mapping[str, Any]) -> None:
+        """Check the architecture, ``--depths`` and ``--lens`` against the checkpoint's
+        ``config.json`` (and the model it builds on the ``meta`` device), before any weight loads.
+
+        Raises:
+            AdapterInputError: an encoder, encoder-decoder or multimodal model, a model type
+                transformers does not build, no list of decoder layers, ``depths`` above the
+                layer count, a lens of another layer count or width, or an option other than
+                ``lens``.
+        """
         super().preflight(path, depths=depths, options=options)  # options it does not take
-        config = AutoConfig.from_pretrained(path)
-        if config.model_type not in SUPPORTED:
-            raise AdapterInputError(cls.unsupported(config.model_type))
+        config = cls._config(path)
+        cls.anatomy_of(path)
         n = _n_layers(config)
         if depths > n:
             raise AdapterInputError(f"--depths {depths}: {path} has {n} decoder layers; depth t is the residual "
@@ -319,13 +385,12 @@ class LayersAdapter(LoopedLMAdapter):
         ``n_layer``), read from its ``config.json`` before any weight loads.
 
         Raises:
-            AdapterInputError: an unsupported architecture.
+            AdapterInputError: what :meth:`preflight` refuses from the configuration.
         """
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(path)
-        if config.model_type not in SUPPORTED:
-            raise AdapterInputError(cls.unsupported(config.model_type))
+        config = cls._config(path)
+        refusal = config_refusal(config)
+        if refusal is not None:
+            raise AdapterInputError(refusal)
         return _n_layers(config)
 
     @classmethod
@@ -342,11 +407,18 @@ class LayersAdapter(LoopedLMAdapter):
         """
         if lens is not None:
             cls.preflight(path, depths=1, options={"lens": lens})
+        else:
+            cls.default_depths(path)  # an architecture config.json rules out, before the weights load
         adapter = super().load(path, self_check=None, check_text=check_text, **kwargs)
         if lens is not None:
             adapter.attach_lens(lens)
         if self_check:
-            adapter.self_check(self_check, text=check_text)
+            try:
+                adapter.self_check(self_check, text=check_text)
+            except (AdapterInputError, AdapterSelfCheckError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - the model's own layer code, stepped one layer at a time
+                raise AdapterInputError(_unsteppable(adapter.model, exc)) from None
         return adapter
 
     def attach_lens(self, directory: str | Path) -> None:
@@ -410,23 +482,50 @@ class LayersAdapter(LoopedLMAdapter):
 
     # ------------------------------------------------------------------ the model's parts
     def _layers(self, model: Any) -> Any:
-        return _path(model, self.arch.layers)
+        return path_of(model, self.anatomy.layers)
 
     def _final(self, model: Any, x: torch.Tensor) -> torch.Tensor:
-        """The model's path from the last layer's output to its logits: final norm (if any),
-        OPT's ``project_out`` (if any), the head and Gemma-2's soft-capping."""
-        norm = _path(model, self.arch.norm)
-        if norm is not None:
-            x = norm(x)
-        if self.arch.project_out is not None:
-            project = _path(model, self.arch.project_out)
-            if project is not None:
-                x = project(x)
-        logits = model.get_output_embeddings()(x)
-        cap = getattr(model.config, "final_logit_softcapping", None)
-        if cap:
-            logits = (logits / cap).tanh() * cap
-        return logits
+        """The model's path from its last decoder layer's output to its logits, as its own forward
+        runs it (:func:`~.anatomy.final_path`): the final norm (and whatever else the forward calls
+        after the last layer: OPT's ``project_out``), then its ``*ForCausalLM`` head and logit
+        finishing (soft-capping, logit scaling)."""
+        return run_final(model, self.anatomy, self._final_paths, x)
+
+    def _choose_layout(self) -> tuple[str, str]:
+        """The answer-text layout this model needs (:attr:`sequence_layout`) and why, in words.
+
+        ``alone`` where rotary frequencies depend on the longest position in a forward; else
+        ``packed`` when a packed row equals each ``[x, v_k]`` run as a row of its own (float32,
+        every depth, within 1e-4 nats on a probe item of two candidates, its second continuation
+        longer than the first), ``rows`` when it does not (ALiBi computes its bias from sequence
+        index, not position id; a layer that takes no 4-D mask)."""
+        from depthtraj.models.v1 import PrecisionArm
+
+        if self.anatomy.length_dependent_rope:
+            return "alone", (f"each candidate scored alone: {type(self.model).__name__}'s rotary frequencies depend on "
+                             "the longest position in a forward (rope_type "
+                             f"{path_of(self.model, self.anatomy.length_dependent_rope[0]).rope_type}), so every "
+                             "[x, v_k] and every prompt runs as a forward of its own (K forwards per question)")
+        if not self._takes_positions:
+            return "rows", (f"each candidate scored as a row of its own: {type(self.model).__name__}.forward takes no "
+                            "position ids (positions follow the sequence index), so a packed row cannot restart "
+                            "them (the prompt's work K times per question)")
+        arm = PrecisionArm(name="layout-probe", recurrence_dtype="float32", head_dtype="float32",
+                           weights_dtype=self.weights_dtypes[0])
+        vocab = int(self.model.get_output_embeddings().weight.shape[0])
+        prompt = [(7 * i + 3) % vocab for i in range(6)]
+        conts = [[(11 * i + 5) % vocab for i in range(2)], [(13 * i + 1) % vocab for i in range(4)]]
+        try:
+            packed = self.text_readout([prompt], [conts], [0], self.n_layers, arm, shared_prefix=True)
+            err = float(np.nanmax(np.abs(packed.logprob_sum.astype(np.float64) - self.text_readout(
+                [prompt], [conts], [0], self.n_layers, arm, shared_prefix=False).logprob_sum)))
+        except Exception as exc:  # noqa: BLE001 - a layer that cannot take the block mask
+            err, why = float("inf"), f"its layers cannot run a packed row ({type(exc).__name__})"
+        else:
+            why = f"a packed row differs from each [x, v_k] run apart by {err:.2g} nats"
+        if err <= 1e-4:
+            return "packed", "shared prompt prefix, continuations packed with restarted position ids and a block mask"
+        return "rows", (f"each candidate scored as a row of its own: {why} (the prompt's work K times per question)")
 
     def _translator(self, dtype: torch.dtype) -> Any:
         """The lens's translators for the weights in use: parameters rounded once to
@@ -460,12 +559,10 @@ class LayersAdapter(LoopedLMAdapter):
         Raises:
             AdapterInputError: see :meth:`check_inputs`.
         """
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(path)
-        arch = SUPPORTED.get(config.model_type)
-        if arch is not None and arch.positions is not None:
-            _refuse_beyond_positions(int(getattr(config, arch.positions)), arch.positions, prompts, continuations)
+        anatomy = cls.anatomy_of(path)
+        if anatomy is not None and anatomy.positions is not None:
+            field, limit = anatomy.positions
+            _refuse_beyond_positions(limit, field, prompts, continuations)
 
     def check_inputs(self, prompts: Sequence[Sequence[int]],
                      continuations: Sequence[Sequence[Sequence[int]]] | None = None) -> None:
@@ -484,9 +581,9 @@ class LayersAdapter(LoopedLMAdapter):
         Raises:
             AdapterInputError: one line: how many items, the longest, the limit and its field.
         """
-        field = self.arch.positions
-        if field is not None:
-            _refuse_beyond_positions(int(getattr(self.model.config, field)), field, prompts, continuations)
+        if self.anatomy.positions is not None:
+            field, limit = self.anatomy.positions
+            _refuse_beyond_positions(limit, field, prompts, continuations)
 
     # ------------------------------------------------------------------ family hooks
     def _record(self, model: Any, input_ids: torch.Tensor,
@@ -494,6 +591,8 @@ class LayersAdapter(LoopedLMAdapter):
         """The model's own forward on ``input_ids`` ``[batch, seq]`` up to decoder layer 1:
         ``h_0`` ``[batch, seq, hidden]`` and, per layer, the keyword arguments the forward passes
         it (the name of its hidden-states parameter under ``"__hidden__"``)."""
+        import torch
+
         layers = self._layers(model)
         calls: list[tuple[tuple, dict] | None] = [None] * len(layers)
         last = self.n_layers - 1
@@ -511,8 +610,14 @@ class LayersAdapter(LoopedLMAdapter):
 
         for i, layer in enumerate(layers):
             layer.forward = recorder(i)
+        if self._takes_positions:
+            given = {"position_ids": position_ids}
+        elif bool((position_ids == torch.arange(position_ids.shape[1], device=position_ids.device)).all()):
+            given = {}
+        else:  # pragma: no cover - the layout is never "packed" for such a model
+            raise RuntimeError(f"{type(model).__name__}.forward takes no position_ids")
         try:
-            model(input_ids=input_ids, position_ids=position_ids, use_cache=False)
+            model(input_ids=input_ids, use_cache=False, **given)
         except _Recorded:
             pass
         finally:
@@ -579,12 +684,10 @@ class LayersAdapter(LoopedLMAdapter):
         ``n_positions``: :meth:`check_inputs`) gets a larger causal triangle, the same mask."""
         import torch
 
-        if self.arch.causal_buffer is None:
-            return
-        where, _, name = self.arch.causal_buffer.rpartition(".")
         grown = None
-        for layer in self._layers(model):
-            owner = _path(layer, where) if where else layer
+        for dotted in self.anatomy.causal_buffers:
+            where, _, name = dotted.rpartition(".")
+            owner = path_of(model, where)
             buffer = getattr(owner, name)
             if buffer.shape[-1] < seq:
                 if grown is None:
@@ -622,6 +725,7 @@ class LayersAdapter(LoopedLMAdapter):
             position_ids = torch.arange(seq, device=input_ids.device).expand(batch, seq)
         model = self.module(dtype)
         self._fit_causal_buffers(model, seq)
+        reset_rope(model, self.anatomy)  # frequencies from these positions only, as a fresh model's
         embeds, per_layer = self._record(model, input_ids, position_ids)
         if attention_mask is not None:
             patterns = self._attention_patterns(model, int(position_ids.max()) + 1, input_ids.device)
@@ -648,7 +752,7 @@ class LayersAdapter(LoopedLMAdapter):
         kwargs = dict(context.layer_kwargs[step_index])
         hidden = kwargs.pop("__hidden__")
         out = layer(**{hidden: h}, **kwargs)
-        return out[0] if isinstance(out, tuple) else out
+        return out[0] if isinstance(out, (tuple, list)) else out
 
     def read_logits(self, h: torch.Tensor, context: LayersContext, positions: torch.Tensor, *,
                     depth: int) -> torch.Tensor:
@@ -689,7 +793,8 @@ class LayersAdapter(LoopedLMAdapter):
         reference = self._references.get(id(model))
         if reference is None:
             reference = copy.deepcopy(model, {id(p): p for p in model.parameters()})
-            reference.set_attn_implementation("eager")
+            if reference.config._attn_implementation != "eager":
+                reference.set_attn_implementation("eager")
             if reference.config._attn_implementation != "eager":
                 raise RuntimeError(f"{type(model).__name__} cannot be switched to eager attention")
             self._references[id(model)] = reference
@@ -699,9 +804,11 @@ class LayersAdapter(LoopedLMAdapter):
                            state: torch.Tensor | None = None) -> torch.Tensor:
         """The reference at depth ``n_steps`` from the model's own forward, run with eager
         attention by a second instance of the float32 :attr:`model` (:meth:`_eager_reference`):
-        its ``logits`` at depth L; below L, its ``output_hidden_states[t]`` through the lens
-        (:meth:`lens_logits` on the reference's own modules). One forward serves every depth of
-        the same ``input_ids``. ``state`` is ignored (``h_0`` is the embeddings).
+        its ``logits`` at depth L; below L, the output of its decoder layer t as its own forward
+        computes it (read by a forward hook on the layer, whatever order the architecture fills
+        ``output_hidden_states`` in) through the lens (:meth:`lens_logits` on the reference's own
+        modules). One forward serves every depth of the same ``input_ids``. ``state`` is ignored
+        (``h_0`` is the embeddings).
         ``[batch, seq]`` -> ``[batch, seq, vocab]`` float32.
 
         Raises:
@@ -717,12 +824,23 @@ class LayersAdapter(LoopedLMAdapter):
         key = (id(reference), tuple(ids.shape), ids.cpu().numpy().tobytes())
         with torch.inference_mode():
             if self._reference_run is None or self._reference_run[0] != key:
-                out = reference(ids, output_hidden_states=True, use_cache=False)
-                self._reference_run = (key, (out.hidden_states, out.logits))
+                reset_rope(reference, self.anatomy)
+                outputs: list[torch.Tensor] = []
+
+                def keep(module: Any, args: Any, output: Any) -> None:
+                    outputs.append(output[0] if isinstance(output, (tuple, list)) else output)
+
+                handles = [layer.register_forward_hook(keep) for layer in self._layers(reference)]
+                try:
+                    out = reference(ids, use_cache=False)
+                finally:
+                    for handle in handles:
+                        handle.remove()
+                self._reference_run = (key, ((None, *outputs), out.logits))
             hidden_states, logits = self._reference_run[1]
             if t == self.n_layers:
                 return logits.float()
             return self.lens_logits(hidden_states[t].float(), t, reference).float()
 
 
-__all__ = ["LENS_FILES", "SUPPORTED", "LayersAdapter", "LayersContext", "TunedLensFiles", "read_lens", "unembed_hash"]
+__all__ = ["LENS_FILES", "LayersAdapter", "LayersContext", "TunedLensFiles", "read_lens", "unembed_hash"]

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from depthtraj.models.v1 import STANDARD_ARMS, PrecisionArm
-from depthtraj_adapters.layers import SUPPORTED, LayersAdapter, unembed_hash
+from depthtraj_adapters.layers import LayersAdapter, unembed_hash
 from depthtraj_adapters.tiny.layers import tiny_model_types
 
 pytestmark = pytest.mark.models
@@ -64,8 +64,8 @@ def reference_logits(model, model_type: str, ids, t: int):
     return ((logits / cap).tanh() * cap if cap else logits).double()
 
 
-def test_every_supported_architecture_has_a_tiny_checkpoint():
-    assert set(tiny_model_types()) == set(SUPPORTED)
+#: the architectures of ``depthtraj tiny`` (the whole registry: test_layers_registry.py)
+SUPPORTED = tiny_model_types()
 
 
 @pytest.mark.parametrize("model_type", sorted(SUPPORTED))
@@ -184,7 +184,7 @@ def binding(tmp_path_factory):
     built = {}
 
     def get(model_type: str, **more) -> Path:
-        key = (model_type, tuple(sorted(more.items())))
+        key = (model_type, repr(sorted(more.items())))
         if key not in built:
             out = tmp_path_factory.mktemp("binding") / model_type
             built[key] = build_tiny_causal_lm(out, HUGINN_TOKENIZER, model_type=model_type, n_layers=6,
@@ -197,9 +197,8 @@ def binding(tmp_path_factory):
 def truncated(ckpt: Path, t: int, attn: str = "eager"):
     """The checkpoint with its first ``t`` decoder layers only, loaded by transformers with
     ``attn`` attention, weights rounded to bfloat16 as the adapter's arms round them."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     from depthtraj.adapter.precision import dtype_kwarg
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(ckpt)
     config.num_hidden_layers = t
@@ -377,3 +376,49 @@ def test_default_depths_is_every_layer(binding, tmp_path):
     assert LayersAdapter.default_depths(binding("gpt2")) == 6 == LayersAdapter.default_depths(binding("qwen3"))
     assert LayersAdapter.default_depths(LayersAdapter.tiny_checkpoint(tmp_path / "l3", n_layers=3)) == 3
     assert LoopedLMAdapter.default_depths(tmp_path) == 32
+
+
+def _prompt_ids() -> list[int]:
+    from depthtraj_adapters.tiny import HUGINN_TOKENIZER
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(HUGINN_TOKENIZER)(PROMPT)["input_ids"]
+
+
+@pytest.mark.parametrize("model_type, rope", [
+    ("phi3", "longrope"),
+    ("llama", "dynamic"),
+])
+def test_length_dependent_rotary_scaling_scores_each_sequence_as_run_alone(model_type, rope, binding):
+    """LongRoPE (Phi-3-128k) and dynamic NTK rotary scaling choose their frequencies from the
+    longest position in a forward. With the original context between the prompt's length and its
+    longest ``[x, v_k]`` (issue 49: packed, every candidate got the long factors), every depth of
+    the label readout and of each answer text equals the truncated eager model run on that
+    sequence alone, and a short prompt batched beside a long one (padded batching) keeps the
+    factors of its own length."""
+    from depthtraj.adapter import encode_pair
+
+    n = len(_prompt_ids())
+    half = 8  # rotary dimensions / 2 of the 64-wide, 4-head tiny models
+    if rope == "longrope":
+        options = {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * half,
+                                    "long_factor": [1.0 + 0.75 * i for i in range(half)]},
+                   "original_max_position_embeddings": n + 2}
+    else:
+        options = {"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}, "max_position_embeddings": n + 2}
+    ckpt = binding(model_type, **options)
+    adapter = LayersAdapter.load(ckpt, arms=[FP32], self_check=6)
+    assert adapter.sequence_layout == "alone" and "K forwards per question" in adapter.layout_reason
+    prompt = adapter.tokenizer(PROMPT)["input_ids"]
+    conts = [encode_pair(adapter.tokenizer, PROMPT, c)[1] for c in CONTINUATIONS]  # short first: see below
+    lengths = [len(prompt) + len(c) for c in conts]
+    assert min(lengths) <= n + 2 < max(lengths)  # the candidates straddle the original context
+    # (the reference runs the candidates in order on one truncated model; dynamic NTK's module
+    # keeps its grown frequencies, so the shortest runs first, as on a fresh model)
+    label, text = max_error_against_truncated(adapter, ckpt, prompt, conts)
+    assert label <= 1e-4 and text <= 1e-4, (label, text)
+    adapter.batching = "padded"
+    long_prompt = prompt + conts[-1]
+    batch = adapter.label_readout([prompt, long_prompt], [[5, 6], [5, 6]], [0, 0], 6, FP32)
+    alone = adapter.label_readout([prompt], [[5, 6]], [0], 6, FP32)
+    assert batch.logprob[0].tobytes() == alone.logprob[0].tobytes()

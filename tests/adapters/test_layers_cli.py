@@ -94,10 +94,10 @@ def test_bad_input_is_one_line_and_exit_2(case, tiny, save_tuned_lens, tmp_path)
 
     ckpt, out = tiny("llama"), tmp_path / "out.zarr"
     if case == "architecture":  # before weights: the directory has none
-        bloom = _config_only(ckpt, tmp_path / "bloom", model_type="bloom", architectures=["BloomForCausalLM"])
-        args, want = collect_args(bloom, out), "drives model_type llama, mistral"
-        want = (f"gpt_neox, opt checkpoints, but {bloom} is a 'bloom' checkpoint, which no installed adapter "
-                f"declares")
+        bert = _config_only(ckpt, tmp_path / "bert", model_type="bert", architectures=["BertLMHeadModel"])
+        args = collect_args(bert, out)
+        want = ("model_type 'bert' is an encoder architecture (a masked LM; its causal-LM class is a decoder mode "
+                "of the encoder); the layers adapter reads decoder-only causal LMs")
     elif case == "depths":  # before weights: the directory has none
         args, want = collect_args(_config_only(ckpt, tmp_path / "nw"), out), "has 6 decoder layers"
         args[args.index("--depths") + 1] = "7"
@@ -194,7 +194,7 @@ def test_adapters_lists_the_layers_adapter_and_tiny_writes_its_checkpoints(tmp_p
     res = depthtraj("adapters")
     assert res.returncode == 0
     block = res.stdout.split("layers  (family transformer")[1].split("\n\n")[0]
-    assert "gpt_neox, opt" in block and "options: --lens" in block
+    assert "model_type: any decoder-only causal LM transformers builds" in block and "options: --lens" in block
     assert "depthtraj tiny --adapter layers --out DIR [--model-type] [--layers]" in block
     out = tmp_path / "qwen3"
     res = depthtraj("tiny", "--adapter", "layers", "--model-type", "qwen3", "--layers", "6", "--out", out)

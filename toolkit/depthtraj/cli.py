@@ -461,7 +461,7 @@ def adapters() -> None:
         except Exception as exc:  # noqa: BLE001 - a broken third-party adapter is listed, not fatal
             typer.echo(f"{name}\n    cannot be loaded: {' '.join(str(exc).split())[:200]}")
             continue
-        types = ", ".join(getattr(cls, "model_types", ()) or ()) or "any"
+        types = ", ".join(getattr(cls, "model_types", ()) or ()) or getattr(cls, "drives", "any")
         options = ", ".join(f"--{o}" for o in getattr(cls, "options", ())) or "none"
         ships = cls.tiny_checkpoint.__func__ is not LoopedLMAdapter.tiny_checkpoint.__func__
         kw = [flags[p] for p in inspect.signature(cls.tiny_checkpoint).parameters if p in flags]

@@ -155,7 +155,7 @@ class LoopedLMAdapter(ReadoutEngine, SelfCheck, AdapterHooks):
         local = Path(str(path)).expanduser().is_dir()
         pin = {"revision": revision} if revision and not local else {}
         model = AutoModelForCausalLM.from_pretrained(
-            path, trust_remote_code=True, **pin, **dtype_kwarg(torch.float32)
+            path, trust_remote_code=True, **pin, **dtype_kwarg(torch.float32), **cls.from_pretrained_kwargs
         )
         if tokenizer is None:
             tokenizer = cls.load_tokenizer(path, revision=revision)

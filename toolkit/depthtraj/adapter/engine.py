@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import torch
 
 BATCHING_MODES = ("invariant", "padded")
+#: the ways the answer-text readout may lay out a question's candidates (``sequence_layout``)
+SEQUENCE_LAYOUTS = ("packed", "rows", "alone")
 """How the engine executes a batch of items (:attr:`LoopedLMAdapter.batching`).
 
 ``invariant`` (default): every item runs alone, at its own length, so the arithmetic of an item
@@ -182,7 +184,7 @@ class ReadoutEngine:
         if min(lengths) == 0:
             raise ValueError("every prompt needs at least one token")
         check_weights_dtype(self.weights_dtypes, arm)
-        if self.batching == "invariant" and batch > 1:
+        if (self.batching == "invariant" or self.sequence_layout == "alone") and batch > 1:
             out = []
             for i, (p, tg, sd) in enumerate(zip(prompts, targets, seeds, strict=True)):
                 with progress_part(i, batch):  # the probes' progress: item i of the batch
@@ -242,7 +244,7 @@ class ReadoutEngine:
         n_steps: int,
         arm: PrecisionArm,
         *,
-        shared_prefix: bool = True,
+        shared_prefix: bool | None = None,
         probe_anchors: Sequence[int] = (),
         probe_draws: int = 512,
     ) -> TextReadout:
@@ -277,7 +279,10 @@ class ReadoutEngine:
             seeds: per item, the seed of its initial latent state.
             n_steps: endpoint depth ``T >= 1``.
             arm: the precision arm.
-            shared_prefix: pack the continuations behind one prompt (default) or run them apart.
+            shared_prefix: pack the continuations behind one prompt or run them apart (rows of
+                one forward); default: as :attr:`sequence_layout` says (``"alone"``: every
+                ``[x, v_k]`` a forward of its own, its first-token statistics those of ``v_1``'s
+                run).
             probe_anchors: depths ``t`` (``1 <= t < n_steps``) at which to record the §7 probes
                 of the continuation log-likelihood sums (:class:`ReadoutProbes`), with respect to
                 the hidden states at all the item's readout positions (the last prompt token and
@@ -312,8 +317,16 @@ class ReadoutEngine:
         if any(len(v) == 0 for c in continuations for v in c):
             raise ValueError("every continuation needs at least one token")
         check_weights_dtype(self.weights_dtypes, arm)
-        if probe_anchors and not shared_prefix:
+        layout = self.sequence_layout
+        if layout not in SEQUENCE_LAYOUTS:
+            raise ValueError(f"sequence_layout must be one of {', '.join(SEQUENCE_LAYOUTS)}, got {layout!r}")
+        if shared_prefix is None:
+            shared_prefix = layout == "packed"
+        if probe_anchors and (not shared_prefix or layout == "alone"):
             raise ValueError("the probes run on the shared-prefix text readout only")
+        if layout == "alone" and (batch > 1 or len(continuations[0]) > 1):
+            return stack_readouts([_alone_readout(self, p, c, sd, n_steps, arm)
+                                   for p, c, sd in zip(prompts, continuations, seeds, strict=True)], TextReadout)
         if self.batching == "invariant" and batch > 1:
             out = []
             for i, (p, c, sd) in enumerate(zip(prompts, continuations, seeds, strict=True)):
@@ -367,12 +380,17 @@ class ReadoutEngine:
                 on_step=on_step,
             )
         else:
-            h0 = packed_initial_state(self, packed, seeds, arm)
             split = unshare(packed)
             rows_of = torch.as_tensor(split.item, device=dev)  # [rows]
             cand = torch.as_tensor(split.candidate, device=dev)  # [rows]
-            src = torch.as_tensor(split.state_rows, device=dev)  # [rows, seq_u] rows of h0
-            state = h0[rows_of[:, None], src]  # [rows, seq_u, hidden]
+            row_lengths = (packed.prompt_len[split.item] + packed.n_tokens[split.item, split.candidate]).tolist()
+            row_seeds = [seeds[i] for i in split.item.tolist()]
+            if self.sequence_layout == "packed":  # the rows of the packed run's initial state
+                h0 = packed_initial_state(self, packed, seeds, arm)
+                src = torch.as_tensor(split.state_rows, device=dev)  # [rows, seq_u] rows of h0
+                state = h0[rows_of[:, None], src]  # [rows, seq_u, hidden]
+            else:  # an adapter that never packs: each row's own, drawn from its item's seed
+                state = None
             ids = torch.as_tensor(split.ids, device=dev)
             read_at = torch.as_tensor(split.read_at, device=dev)
             target = torch.as_tensor(split.target, device=dev)
@@ -390,7 +408,7 @@ class ReadoutEngine:
 
             step_norm_u, extras_u = self._recur(
                 ids, arm, n_steps, read_at=read_at, stat_at=read_at[:, 0], consume=consume,
-                state=state,
+                state=state, lengths=row_lengths, seeds=row_seeds,
             )
             step_norm = step_norm_u[lead]
             extras = {k: v[lead] for k, v in extras_u.items()}
@@ -409,6 +427,21 @@ class ReadoutEngine:
         )
 
 
+def _alone_readout(engine: Any, prompt: Sequence[int], conts: Sequence[Sequence[int]], seed: int, n_steps: int,
+                   arm: PrecisionArm) -> TextReadout:
+    """One item's answer-text readout with every ``[x, v_k]`` run as a forward of its own
+    (``sequence_layout = "alone"``), as ``[1, depth, K]``; the statistics at the last prompt
+    token (logsumexp, step norm, extras) are those of ``[x, v_1]``'s run."""
+    parts = [engine.text_readout([prompt], [[v]], [seed], n_steps, arm, shared_prefix=True) for v in conts]
+    first = parts[0]
+
+    def cand(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts], axis=-1)
+
+    return TextReadout(cand("logprob_sum"), cand("logprob_first"), cand("n_tokens"), first.logsumexp,
+                       first.latent_step_norm, cand("greedy"), extras=first.extras, probes=None)
+
+
 def packed_initial_state(adapter: Any, packed: Packed, seeds: Sequence[int], arm: PrecisionArm) -> torch.Tensor:
     """The float32 initial state ``[batch, seq, hidden]`` the packed run starts from."""
     import torch
@@ -425,4 +458,4 @@ def packed_initial_state(adapter: Any, packed: Packed, seeds: Sequence[int], arm
         return adapter.initial_state(context, packed.lengths.tolist(), generators).float()
 
 
-__all__ = ["BATCHING_MODES", "ReadoutEngine", "packed_initial_state"]
+__all__ = ["BATCHING_MODES", "SEQUENCE_LAYOUTS", "ReadoutEngine", "packed_initial_state"]

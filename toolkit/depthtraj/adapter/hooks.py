@@ -39,6 +39,12 @@ class AdapterHooks(abc.ABC):
     #: the ``model_type`` values (config.json) of checkpoints this adapter drives; ``collect``
     #: refuses another before loading weights (empty: any)
     model_types: ClassVar[tuple[str, ...]] = ()
+    #: keyword arguments :meth:`load` adds to ``AutoModelForCausalLM.from_pretrained`` (the layers
+    #: adapter: ``attn_implementation="eager"``, which older modelling files take only at load)
+    from_pretrained_kwargs: ClassVar[Mapping[str, Any]] = {}
+    #: what the adapter drives in words, for ``depthtraj adapters`` when :attr:`model_types` is
+    #: empty (default: "any")
+    drives: ClassVar[str] = "any"
 
     @property
     def depth_info(self) -> DepthInfo:
@@ -47,6 +53,15 @@ class AdapterHooks(abc.ABC):
         return RECURRENCE_DEPTH
 
     pad_token_id: int = 0
+
+    #: how the answer-text readout runs a question's candidates (:data:`SEQUENCE_LAYOUTS`):
+    #: ``"packed"`` (default) one shared-prefix row ``[x, v_1, ..., v_K]`` with restarted position
+    #: ids and a block mask; ``"rows"`` each ``[x, v_k]`` a causal row of its own in one forward
+    #: (K times the prompt's work; for a model whose attention does not honour a block mask, e.g.
+    #: ALiBi); ``"alone"`` each ``[x, v_k]`` and each label prompt a forward of its own at its own
+    #: length (for a model whose computation depends on the longest position of a forward, e.g.
+    #: LongRoPE). An adapter may set it per loaded model.
+    sequence_layout: str = "packed"
 
     #: the adapter's own options: keyword arguments of :meth:`load` that ``collect`` passes
     #: through (e.g. the layers adapter's ``lens``); none by default

@@ -100,7 +100,9 @@ class SelfCheck:
             conts = [continuation_ids(self.tokenizer, self.PROBE_PROMPT, c) for c in self.PROBE_CONTINUATIONS]
             tr = self.text_readout([prompt], [conts], [seed], depths[-1], arm)
             packed = pack([prompt], [conts], self.pad_token_id)
-            h0p = packed_initial_state(self, packed, [seed], arm)
+            # the packed run's initial state, whose rows each [x, v_k] starts from (an adapter that
+            # does not pack: each sequence's own, drawn by the model's reference itself)
+            h0p = packed_initial_state(self, packed, [seed], arm) if self.sequence_layout == "packed" else None
             split = unshare(packed)
             for k, cont in enumerate(conts):
                 rows = torch.as_tensor(split.state_rows[k, : len(prompt) + len(cont)], device=dev)
@@ -108,7 +110,8 @@ class SelfCheck:
                 with torch.inference_mode():
                     for t in depths:
                         lp = torch.log_softmax(
-                            self.own_forward_logits(seq, t, state=h0p[0, rows][None].clone())[0].float(), -1
+                            self.own_forward_logits(seq, t, state=None if h0p is None else h0p[0, rows][None].clone())[
+                                0].float(), -1
                         )
                         pos = torch.arange(len(prompt) - 1, len(prompt) + len(cont) - 1, device=dev)
                         ref = float(lp[pos, torch.tensor(cont, device=dev)].sum())

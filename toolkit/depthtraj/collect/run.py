@@ -125,6 +125,18 @@ def _device_name(device: str) -> str:
         return torch.cuda.get_device_name(dev)
     return f"{dev.type} ({platform.processor() or platform.machine()})"
 
+def _text_execution(runner) -> str:
+    """How the answer-text readout ran each question's candidates (the adapter's
+    ``sequence_layout``, and its reason where the adapter gives one)."""
+    layout = getattr(runner, "sequence_layout", "packed")
+    reason = getattr(runner, "layout_reason", None)
+    if isinstance(reason, str) and reason:
+        return reason
+    return {"packed": "shared prompt prefix, continuations packed with restarted position ids and a block mask",
+            "rows": "each candidate [x, v_k] a causal row of its own (the prompt's work K times per question)",
+            "alone": "each candidate [x, v_k] a forward of its own (K forwards per question)"}.get(layout, layout)
+
+
 def _model_code(runner) -> str:
     cls = type(runner.model)
     try:
@@ -407,6 +419,8 @@ def run(
         raise CollectError(f"{model}: cannot load the model ({first_line(exc)})") from None
     if runner.self_check_report is not None:
         log(runner.self_check_report.line())
+    if readout == "text" and getattr(runner, "sequence_layout", "packed") != "packed":
+        log(f"answer text: {_text_execution(runner)}")
 
     try:  # limits only the loaded model knows, on the tokenised items, before anything is written
         runner.check_inputs(prompts, continuations)
@@ -433,8 +447,7 @@ def run(
     notes = [
         "arrangements: " + ("identity order" if arrangements == 1 else
                             "balanced (depthtraj.tasks.balanced_arrangements: K per question, Latin square)"),
-        "execution: " + ("one pass per prompt" if readout == "label" else
-                         "shared prompt prefix, continuations packed with restarted position ids and a block mask"),
+        "execution: " + ("one pass per prompt" if readout == "label" else _text_execution(runner)),
         f"model code: {_model_code(runner)}",
     ]
     if runner.self_check_report is not None:
