@@ -212,11 +212,13 @@ def replay_head(model: Any, anatomy: Anatomy, x: Any) -> Any:
     return logits.reshape(*lead, logits.shape[-1])
 
 
-def final_path(model: Any, anatomy: Anatomy, probe_ids: Any) -> tuple[tuple[str, ...], float]:
+def final_path(model: Any, anatomy: Anatomy, probe_ids: Any) -> tuple[tuple[str, ...], bool, float]:
     """Record, from one forward of ``model`` on ``probe_ids`` ``[1, seq]``, the modules its
     forward calls after the last decoder layer (outermost first, in call order, the head
     excluded) and check that they, then :func:`replay_head`, give the model's own logits from the
-    last layer's output: ``(paths, largest |Δ| of the check)``.
+    last layer's output: ``(paths, direct, largest |Δ| of the check)``, ``direct`` when the
+    model's forward does nothing to the logits after its head (the head alone then gives the same
+    bytes on the probe, and :func:`run_final` calls it without replaying the forward).
 
     Raises:
         ValueError: the model's logits are not that path (one line with the difference), or the
@@ -271,6 +273,7 @@ def final_path(model: Any, anatomy: Anatomy, probe_ids: Any) -> tuple[tuple[str,
         for m in chain:
             x = m(x)
         got = replay_head(model, anatomy, x)
+        direct = bool(torch.equal(head(x), got))
         want = out.logits if hasattr(out, "logits") else out[0]
         err = float((got.double() - want.double()).abs().max()) if got.shape == want.shape else float("inf")
     scale = max(1.0, float(want.double().abs().max()))
@@ -279,15 +282,16 @@ def final_path(model: Any, anatomy: Anatomy, probe_ids: Any) -> tuple[tuple[str,
         raise ValueError(f"{type(model).__name__}'s logits are not its last decoder layer's output through "
                          f"{via} and its head (largest difference {err:.3g}): the layers adapter reads every depth "
                          f"through that path")
-    return paths, err
+    return paths, direct, err
 
 
-def run_final(model: Any, anatomy: Anatomy, paths: Sequence[str], x: Any) -> Any:
+def run_final(model: Any, anatomy: Anatomy, paths: Sequence[str], x: Any, *, direct: bool = False) -> Any:
     """The model's path from its last decoder layer's output to its logits (:func:`final_path`)
-    on residual-stream rows ``x`` ``[..., hidden]`` -> ``[..., vocab]``."""
+    on residual-stream rows ``x`` ``[..., hidden]`` -> ``[..., vocab]``: the head alone when
+    ``direct``, else the model's own forward replayed from the stack's output."""
     for p in paths:
         x = path_of(model, p)(x)
-    return replay_head(model, anatomy, x)
+    return model.get_output_embeddings()(x) if direct else replay_head(model, anatomy, x)
 
 
 __all__ = ["LENGTH_DEPENDENT_ROPE", "POSITION_FIELDS", "Anatomy", "config_refusal", "discover", "final_path",

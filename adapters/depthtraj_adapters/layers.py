@@ -291,7 +291,7 @@ class LayersAdapter(LoopedLMAdapter):
         try:
             self.anatomy: Anatomy = discover(model)
             probe = _probe_ids(model)
-            self._final_paths, _ = final_path(model.float().eval(), self.anatomy, probe)
+            self._final_paths, self._direct_head, _ = final_path(model.float().eval(), self.anatomy, probe)
         except ValueError as exc:
             raise AdapterInputError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the model's own code, recorded on a probe
@@ -489,7 +489,7 @@ class LayersAdapter(LoopedLMAdapter):
         runs it (:func:`~.anatomy.final_path`): the final norm (and whatever else the forward calls
         after the last layer: OPT's ``project_out``), then its ``*ForCausalLM`` head and logit
         finishing (soft-capping, logit scaling)."""
-        return run_final(model, self.anatomy, self._final_paths, x)
+        return run_final(model, self.anatomy, self._final_paths, x, direct=self._direct_head)
 
     def _choose_layout(self) -> tuple[str, str]:
         """The answer-text layout this model needs (:attr:`sequence_layout`) and why, in words.
