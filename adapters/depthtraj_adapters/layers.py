@@ -208,6 +208,11 @@ def _probe_ids(model: Any) -> torch.Tensor:
     return torch.tensor([[(37 * i + 11) % vocab for i in range(8)]], device=device)
 
 
+#: :meth:`LayersAdapter.anatomy_of` per (config.json, its mtime): the anatomy, ``None`` (not
+#: buildable on meta) or the refusal's text
+_ANATOMIES: dict[tuple[str, int], Anatomy | str | None] = {}
+
+
 class _Recorded(Exception):
     """Raised by the last layer's recorder: the model's forward has built every layer's input."""
 
@@ -348,15 +353,25 @@ class LayersAdapter(LoopedLMAdapter):
         refusal = config_refusal(config)
         if refusal is not None:
             raise AdapterInputError(refusal)
-        try:
-            with torch.device("meta"):
-                skeleton = AutoModelForCausalLM.from_config(config)
-        except Exception:  # noqa: BLE001 - a model transformers cannot build on meta is read at load
-            return None
-        try:
-            return discover(skeleton)
-        except ValueError as exc:
-            raise AdapterInputError(str(exc)) from None
+        # built once per checkpoint and config.json (collect asks in preflight and again for the
+        # tokenised items; a large model takes seconds to build even on meta)
+        file = Path(str(path)).expanduser() / "config.json"
+        key = (str(file.resolve()) if file.is_file() else str(path), file.stat().st_mtime_ns if file.is_file() else 0)
+        if key not in _ANATOMIES:
+            try:
+                with torch.device("meta"):
+                    skeleton = AutoModelForCausalLM.from_config(config)
+            except Exception:  # noqa: BLE001 - a model transformers cannot build on meta is read at load
+                _ANATOMIES[key] = None
+            else:
+                try:
+                    _ANATOMIES[key] = discover(skeleton)
+                except ValueError as exc:
+                    _ANATOMIES[key] = str(exc)
+        found = _ANATOMIES[key]
+        if isinstance(found, str):
+            raise AdapterInputError(found)
+        return found
 
     @classmethod
     def preflight(cls, path: str | Path, *, depths: int, options: Mapping[str, Any]) -> None:

@@ -73,7 +73,7 @@ class Row:
 
     def cells(self) -> list[str]:
         """The page's cells (the measured errors are printed, not written: they move with the CPU)."""
-        return [f"`{self.model_type}`", self.cls, self.verdict, self.layout, self.detail.replace("|", "\\|")]
+        return [f"`{self.model_type}`", self.verdict, self.layout, self.detail.replace("|", "\\|")]
 
 
 def tiny_config(model_type: str, vocab: int, tokenizer) -> object:
@@ -98,9 +98,10 @@ def tiny_config(model_type: str, vocab: int, tokenizer) -> object:
 
 def build(model_type: str, out: Path, tokenizer_dir: Path) -> Path:
     """A tiny random-weight checkpoint of ``model_type`` in ``out`` (``save_pretrained``, the
-    tokenizer's files beside it); norms moved off the identity as :mod:`depthtraj_adapters.tiny.layers`
-    does, so a readout normalising twice differs."""
+    tokenizer's files beside it); norms moved off the identity
+    (:func:`depthtraj_adapters.tiny.layers.random_causal_lm`), so a readout normalising twice differs."""
     import torch
+    from depthtraj_adapters.tiny.layers import random_causal_lm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
@@ -109,17 +110,7 @@ def build(model_type: str, out: Path, tokenizer_dir: Path) -> Path:
         n = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
     if n > MAX_PARAMETERS:
         raise ValueError(f"shrunk to {n / 1e6:.0f}M parameters only (sub-configurations this walk does not shrink)")
-    state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(config).float()
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if param.ndim == 1 and any(key in name for key in ("norm", "ln_", "layernorm")):
-                    param.add_(torch.randn_like(param) * (0.3 if name.endswith("weight") else 0.1))
-    finally:
-        torch.random.set_rng_state(state)
-    model.save_pretrained(out)
+    random_causal_lm(config, seed=0).save_pretrained(out)
     for f in tokenizer_dir.iterdir():
         if f.is_file():
             shutil.copyfile(f, out / f.name)
@@ -288,7 +279,7 @@ def table(rows: list[Row]) -> str:
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda x: -x[1]))
-    head = ["model_type", "class", "verdict", "answer text", "reason"]
+    head = ["model_type", "verdict", "answer text", "reason"]
     lines = [
         "# The layers adapter across transformers' causal-LM registry",
         "",

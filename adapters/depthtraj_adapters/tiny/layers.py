@@ -46,6 +46,28 @@ def tiny_model_types() -> tuple[str, ...]:
     return tuple(_SHAPES)
 
 
+def random_causal_lm(config: Any, *, seed: int = 0) -> Any:
+    """``AutoModelForCausalLM.from_config(config)`` in float32 with weights drawn from ``seed``
+    (the global torch RNG, restored afterwards) and every norm's weight and bias moved off the
+    identity (noise of 0.3 and 0.1): norms initialise to weight 1, bias 0, under which a second
+    final norm would go unnoticed (LayerNorm(LayerNorm(x)) = LayerNorm(x)); real checkpoints'
+    are not."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config).float()
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if param.ndim == 1 and any(key in name for key in ("norm", "ln_", "layernorm")):
+                    param.add_(torch.randn_like(param) * (0.3 if name.endswith("weight") else 0.1))
+    finally:
+        torch.random.set_rng_state(state)
+    return model
+
+
 def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, model_type: str = "llama",
                          seed: int = 0, initializer_range: float = 0.08, n_layers: int = 4,
                          config: Mapping[str, Any] | None = None) -> Path:
@@ -68,8 +90,7 @@ def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, mode
     Raises:
         ValueError: an architecture :func:`tiny_model_types` does not list.
     """
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     if model_type not in _SHAPES:
         raise ValueError(f"no tiny {model_type!r} model; tiny architectures: {', '.join(_SHAPES)}")
@@ -88,18 +109,7 @@ def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, mode
                                   **specials, **shape)
     if model_type == "gpt2":
         config.n_inner = 128
-    state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config).float()
-        # norms initialise to the identity (weight 1, bias 0), under which a second final norm
-        # would go unnoticed (LayerNorm(LayerNorm(x)) = LayerNorm(x)); real checkpoints' are not
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if param.ndim == 1 and any(key in name for key in ("norm", "ln_", "layernorm")):
-                    param.add_(torch.randn_like(param) * (0.3 if name.endswith("weight") else 0.1))
-    finally:
-        torch.random.set_rng_state(state)
+    model = random_causal_lm(config, seed=seed)
     setattr(model.config, RANDOM_WEIGHTS_KEY, True)  # says what it is: collect records it, reports say so
     model.save_pretrained(out)
     for name in _TOKENIZER_FILES:
@@ -108,4 +118,4 @@ def build_tiny_causal_lm(out_dir: str | Path, tokenizer_dir: str | Path, *, mode
     return out
 
 
-__all__ = ["build_tiny_causal_lm", "tiny_model_types"]
+__all__ = ["build_tiny_causal_lm", "random_causal_lm", "tiny_model_types"]
