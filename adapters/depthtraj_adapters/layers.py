@@ -80,6 +80,7 @@ from .anatomy import (
     reset_rope,
     run_final,
 )
+from .tiny.layers import tiny_model_types
 
 if TYPE_CHECKING:
     import torch
@@ -262,6 +263,8 @@ class LayersAdapter(LoopedLMAdapter):
     #: any decoder-only causal LM (what cannot be read is refused from config.json: :meth:`preflight`)
     model_types = ()
     drives = "any decoder-only causal LM transformers builds (encoders, encoder-decoders refused)"
+    #: the architectures ``depthtraj tiny --adapter layers --model-type`` builds
+    tiny_model_types: ClassVar[tuple[str, ...]] = tiny_model_types()
     #: the options ``load`` (and ``collect``) take
     options: ClassVar[tuple[str, ...]] = ("lens",)
     #: the attention implementation the model runs (transformers' ``attn_implementation``):

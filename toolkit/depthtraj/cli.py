@@ -501,7 +501,7 @@ def tiny(
             kw[key] = value
     if layers is not None and not 1 <= layers <= 64:
         fail(f"--layers must be in 1..64, got {layers}")
-    types = tuple(getattr(cls, "model_types", ()) or ())
+    types = tuple(getattr(cls, "tiny_model_types", ()) or getattr(cls, "model_types", ()) or ())
     if model_type is not None and types and model_type not in types:  # before torch loads (seconds)
         fail(f"no tiny {model_type!r} model; tiny architectures: {', '.join(types)}")
     from .collect import check_models_extra

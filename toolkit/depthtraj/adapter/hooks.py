@@ -45,6 +45,9 @@ class AdapterHooks(abc.ABC):
     #: what the adapter drives in words, for ``depthtraj adapters`` when :attr:`model_types` is
     #: empty (default: "any")
     drives: ClassVar[str] = "any"
+    #: the ``--model-type`` values :meth:`tiny_checkpoint` builds, checked by ``depthtraj tiny``
+    #: before torch loads (empty: :attr:`model_types`)
+    tiny_model_types: ClassVar[tuple[str, ...]] = ()
 
     @property
     def depth_info(self) -> DepthInfo:
