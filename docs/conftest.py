@@ -45,8 +45,10 @@ TIMEOUT_S = 900
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    # tests/zygote.py's shim first where the suite runs its pre-imported server (make test)
+    shim = [env["DEPTHTRAJ_TEST_SHIM_DIR"]] if env.get("DEPTHTRAJ_TEST_SHIM_DIR") else []
     env.update(
-        PATH=BIN + os.pathsep + env.get("PATH", ""),
+        PATH=os.pathsep.join([*shim, BIN, env.get("PATH", "")]),
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",

@@ -52,9 +52,71 @@ def _share_the_cores() -> None:
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+def _offline() -> None:
+    """The suite runs offline (no hub is reachable from CI): the hub's offline variables and a
+    headless matplotlib for every process it starts, set once, before tests/zygote.py's server
+    imports what reads them (tests of the online paths unset them with monkeypatch)."""
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
+                        ("MPLBACKEND", "Agg")):
+        os.environ.setdefault(name, value)
+
+
+def _wants_zygote(config) -> bool:
+    """Whether this process runs tests/zygote.py's server: on a pytest-xdist worker or a run
+    without workers (not the controller, which runs no test), unless DEPTHTRAJ_TEST_ZYGOTE=0."""
+    if os.environ.get("DEPTHTRAJ_TEST_ZYGOTE", "1") == "0":  # not even a server an outer run started
+        os.environ.pop("DEPTHTRAJ_TEST_SHIM", None)
+        os.environ.pop("DEPTHTRAJ_TEST_SHIM_DIR", None)
+        return False
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+
+
+def _runs_command_lines(item) -> bool:
+    """A documentation page (its bash blocks), a module running ``zygote.CLI``, or the demo store."""
+    import zygote
+
+    path = Path(str(item.path))
+    return (ROOT / "docs") in path.parents or getattr(getattr(item, "module", None), "CLI", None) is zygote.CLI or (
+        "demo_and_layer_store" in getattr(item, "fixturenames", ()))
+
+
+def pytest_runtest_setup(item):
+    """The server starts before the first test that runs command lines (its imports take 10 s of
+    a core, not spent on a worker that runs none, e.g. in ``make test-capped``)."""
+    config = item.config
+    if getattr(config, "_depthtraj_zygote", None) is not None or not getattr(config, "_depthtraj_zygote_wanted", False):
+        return
+    if not _runs_command_lines(item):
+        return
+    import tempfile
+
+    import zygote
+
+    root = Path(tempfile.mkdtemp(prefix="dtz-"))  # short: a Unix socket path is at most ~100 bytes
+    config._depthtraj_zygote = zygote.Zygote(root)
+    zygote.CLI[:] = config._depthtraj_zygote.cli  # the list the test modules imported
+    os.environ["DEPTHTRAJ_TEST_SHIM"] = config._depthtraj_zygote.cli[0]
+    os.environ["DEPTHTRAJ_TEST_SHIM_DIR"] = str(config._depthtraj_zygote.bin_dir)
+
+
 def pytest_configure(config):
     config._depthtraj_core_skips = []  # the marker `shared_data` is registered in pyproject.toml
     _share_the_cores()
+    _offline()
+    config._depthtraj_zygote_wanted = _wants_zygote(config)
+
+
+def pytest_unconfigure(config):
+    zygote = getattr(config, "_depthtraj_zygote", None)
+    if zygote is not None:
+        import shutil
+
+        zygote.close()
+        log = os.environ.get("DEPTHTRAJ_TEST_ZYGOTE_LOG")  # which commands forked, which ran the entry point
+        if log and os.path.exists(zygote.sock + ".log"):
+            with open(log, "a") as f:
+                f.write(Path(zygote.sock + ".log").read_text())
+        shutil.rmtree(zygote.root, ignore_errors=True)
 
 
 def _may_skip(node) -> bool:
@@ -171,7 +233,6 @@ def demo_and_layer_store(tmp_path_factory) -> Path:
     the run's shared temporary directory). Tests read them and write elsewhere."""
     import shutil
     import subprocess
-    import sys
 
     from filelock import FileLock
 
@@ -180,7 +241,9 @@ def demo_and_layer_store(tmp_path_factory) -> Path:
     root = shared / "demo-and-layer-store"
 
     def cli(*args) -> subprocess.CompletedProcess:
-        r = subprocess.run([sys.executable, "-c", "from depthtraj.cli import main; main()", *map(str, args)],
+        from zygote import CLI
+
+        r = subprocess.run([*CLI, *map(str, args)],
                            capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stderr[-2000:]
         return r

@@ -1,6 +1,7 @@
 """No traceback for anything the input causes, in any command (`collect`, `validate`, `analyze`,
 `demo`, `schema`): one line ``depthtraj: error: ...``, exit code 2, nothing written. Each case
-runs the real console entry point in a subprocess, as a user would."""
+runs ``depthtraj.cli:main`` in a process of its own, as a user would (forked pre-imported,
+tests/zygote.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from depthtraj.cli import main; main()"]
+from zygote import CLI  # a process of its own per command, forked pre-imported (tests/zygote.py)
 ARC = Path(__file__).resolve().parents[1] / "toolkit" / "depthtraj" / "data" / "arc_challenge_sample.jsonl"
 
 

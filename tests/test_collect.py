@@ -18,7 +18,10 @@ from depthtraj.collect import tokenize_label_targets
 pytestmark = pytest.mark.models
 torch = pytest.importorskip("torch")
 
-CLI = [sys.executable, "-m", "depthtraj.cli"]
+from zygote import CLI  # a process of its own per command, forked pre-imported (tests/zygote.py)
+
+#: the installed entry point itself: the process a test kills is the collection, not a shim
+REAL_CLI = [sys.executable, "-m", "depthtraj.cli"]
 
 
 def run_cli(*args, **kw):
@@ -214,11 +217,12 @@ def test_sigkilled_collect_resumes_to_the_same_store(tiny_huginn, arc_test, tmp_
     # the uninterrupted run, as a process of its own like the killed one: torch's CPU kernels
     # split their sums by thread count, and the test process may have its threads limited
     ref = tmp_path / "ref.zarr"
-    r = run_cli(*_collect_args(tiny_huginn, arc_test, ref, *args))
+    r = subprocess.run([*REAL_CLI, *map(str, _collect_args(tiny_huginn, arc_test, ref, *args))], capture_output=True,
+                       text=True)
     assert r.returncode == 0, r.stderr
 
     out = tmp_path / "killed.zarr"
-    proc = subprocess.Popen([*CLI, *map(str, _collect_args(tiny_huginn, arc_test, out, *args))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*REAL_CLI, *map(str, _collect_args(tiny_huginn, arc_test, out, *args))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     killed = False
     while time.monotonic() < deadline and proc.poll() is None:

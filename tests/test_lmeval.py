@@ -33,7 +33,7 @@ import lmeval_docs as D  # noqa: E402
 
 CHECKED = ["arc_easy", "arc_challenge", "piqa", "openbookqa", "sciq", "boolq", "hellaswag", "mmlu_anatomy",
            "truthfulqa_mc1"]
-CLI = [sys.executable, "-c", "from depthtraj.cli import main; main()"]
+from zygote import CLI  # a process of its own per command, forked pre-imported (tests/zygote.py)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("lm_eval")  # the `lmeval` extra: installed by `make test`
 
-CLI = [sys.executable, "-c", "from depthtraj.cli import main; main()"]
+from zygote import CLI  # a process of its own per command, forked pre-imported (tests/zygote.py)
 STAGE = "depthtraj: {command}: {text}"
 
 

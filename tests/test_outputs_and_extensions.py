@@ -22,7 +22,7 @@ from depthtraj.cli import app
 from depthtraj.outdir import OutputExists, atomic_directory, sweep_stale
 from depthtraj.testing import synthetic_store
 
-CLI = [sys.executable, "-c", "from depthtraj.cli import main; main()"]
+from zygote import CLI  # a process of its own per command, forked pre-imported (tests/zygote.py)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import zarr
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.models
 
-CLI = [sys.executable, "-m", "depthtraj.cli"]
+from zygote import CLI  # a process of its own per command, forked pre-imported (tests/zygote.py)
 N, CHUNK, T = 8, 1, 3  # 8 one-question chunks: shard i of 4 writes chunks i-1 and i+3
 VARIABLES = ("score", "logsumexp", "latent_step_norm", "complete", "arrangement_order", "seed")
 

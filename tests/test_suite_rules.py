@@ -3,6 +3,7 @@ other skip (a missing dependency, an absent fixture) fails the run (``tests/conf
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,8 +15,10 @@ CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 def _pytest(tmp_path: Path, body: str, *extra: str) -> subprocess.CompletedProcess:
     shutil.copy(CONFTEST, tmp_path / "conftest.py")
     (tmp_path / "test_x.py").write_text("import pytest\n\n" + body)
+    # without tests/zygote.py's server: these runs start no command line
+    env = {**os.environ, "DEPTHTRAJ_TEST_ZYGOTE": "0"}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, str(tmp_path)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env)
 
 
 def test_a_core_skip_fails_a_parallel_run_too(tmp_path):
