@@ -55,6 +55,21 @@ SHRINK = {
     "time_step_rank": 8, "rotary_dim": 8, "mamba_expand": 2, "expand": 2, "attn_layer_period": 2, "attn_layer_offset": 1,
     "initializer_range": 0.08,
 }
+#: configurations the registry's defaults do not reach, each a row of its own after the registry's:
+#: name -> (model_type, the configuration's overrides). Falcon's two attention families (ALiBi;
+#: the new decoder architecture with grouped key-value heads), LongRoPE with the items' lengths
+#: past ``original_max_position_embeddings`` (the short and the long factors both in use), and a
+#: sliding window shorter than the prompt (it binds). The prompt is 25 tokens, ``[x, v_1]`` 27 and
+#: ``[x, v_2]`` 30 (the shipped Huginn tokenizer): with 28, only the second candidate takes the long
+#: factors run alone, and a packed row would give them to every candidate.
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "falcon (alibi)": ("falcon", {"alibi": True}),
+    "falcon (new decoder)": ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
+    "phi3 (longrope)": ("phi3", {"original_max_position_embeddings": 28, "rope_scaling": {
+        "type": "longrope", "short_factor": [1.0 + i / 8 for i in range(8)],
+        "long_factor": [2.0 + i / 4 for i in range(8)]}}),
+    "mistral (sliding window 8)": ("mistral", {"sliding_window": 8}),
+}
 BUDGET_S = 30  # one architecture's build, load and comparison; a slower one is listed as not built
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
@@ -73,12 +88,13 @@ class Row:
 
     def cells(self) -> list[str]:
         """The page's cells (the measured errors are printed, not written: they move with the CPU)."""
-        return [f"`{self.model_type}`", self.verdict, self.layout, self.detail.replace("|", "\\|")]
+        name = f"`{self.model_type}`" if " " not in self.model_type else "`{}` ({}".format(*self.model_type.split(" (", 1))
+        return [name, self.verdict, self.layout, self.detail.replace("|", "\\|")]
 
 
-def tiny_config(model_type: str, vocab: int, tokenizer) -> object:
+def tiny_config(model_type: str, vocab: int, tokenizer, overrides: dict | None = None) -> object:
     """The configuration class's defaults with :data:`SHRINK` and ``N_LAYERS`` applied to the
-    fields its ``__init__`` takes."""
+    fields its ``__init__`` takes, then ``overrides`` (a :data:`VARIANTS` entry's)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     cls = CONFIG_MAPPING[model_type]
@@ -93,10 +109,11 @@ def tiny_config(model_type: str, vocab: int, tokenizer) -> object:
             kw[f"{role}_token_id"] = getattr(tokenizer, f"{role}_token_id", None) or 0
     if "layer_types" in params:
         kw["layer_types"] = None
+    kw.update(overrides or {})
     return cls(**kw)
 
 
-def build(model_type: str, out: Path, tokenizer_dir: Path) -> Path:
+def build(model_type: str, out: Path, tokenizer_dir: Path, overrides: dict | None = None) -> Path:
     """A tiny random-weight checkpoint of ``model_type`` in ``out`` (``save_pretrained``, the
     tokenizer's files beside it); norms moved off the identity
     (:func:`depthtraj_adapters.tiny.layers.random_causal_lm`), so a readout normalising twice differs."""
@@ -105,7 +122,7 @@ def build(model_type: str, out: Path, tokenizer_dir: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = tiny_config(model_type, len(tokenizer), tokenizer)
+    config = tiny_config(model_type, len(tokenizer), tokenizer, overrides)
     with torch.device("meta"):  # the size first: a configuration this walk cannot shrink stays large
         n = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
     if n > MAX_PARAMETERS:
@@ -159,43 +176,46 @@ def reference(ckpt: Path, prompt: list[int], conts: list[list[int]], targets: li
     return out
 
 
-def check(model_type: str, work: Path, tokenizer_dir: Path) -> Row:
-    """Build, refuse or compare one architecture (see the module docstring)."""
+def check(model_type: str, work: Path, tokenizer_dir: Path, name: str | None = None) -> Row:
+    """Build, refuse or compare one architecture, or the :data:`VARIANTS` entry ``name`` of it
+    (see the module docstring)."""
     import numpy as np
     from depthtraj.adapter import AdapterInputError, AdapterSelfCheckError, encode_pair
     from depthtraj.models.v1 import PrecisionArm
     from depthtraj_adapters.layers import LayersAdapter
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+    overrides = VARIANTS[name][1] if name else None
     cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
+    row = name or model_type
     ckpt = work / model_type
     try:  # config.json alone first: what the adapter refuses before any weight exists
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-        tiny_config(model_type, len(tokenizer), tokenizer).save_pretrained(ckpt)
+        tiny_config(model_type, len(tokenizer), tokenizer, overrides).save_pretrained(ckpt)
     except Exception as exc:  # noqa: BLE001 - a configuration this walk cannot make here
-        return Row(model_type, cls, "not built", _line(exc))
+        return Row(row, cls, "not built", _line(exc))
     try:
         LayersAdapter.preflight(ckpt, depths=N_LAYERS, options={})
     except AdapterInputError as exc:
-        return Row(model_type, cls, "refused before loading", _line(exc))
+        return Row(row, cls, "refused before loading", _line(exc))
     try:
-        build(model_type, ckpt, tokenizer_dir)
+        build(model_type, ckpt, tokenizer_dir, overrides)
     except Exception as exc:  # noqa: BLE001 - an architecture this walk cannot build here
-        return Row(model_type, cls, "not built", _line(exc))
+        return Row(row, cls, "not built", _line(exc))
     fp32 = PrecisionArm(name="fp32", recurrence_dtype="float32", head_dtype="float32")
     try:
         adapter = LayersAdapter.load(ckpt, arms=[fp32], self_check=N_LAYERS)
     except (AdapterInputError, AdapterSelfCheckError) as exc:
-        return Row(model_type, cls, "refused at load", _line(exc))
+        return Row(row, cls, "refused at load", _line(exc))
     except Exception:
         try:  # transformers' own loader on its own checkpoint
             from transformers import AutoModelForCausalLM
 
             AutoModelForCausalLM.from_pretrained(ckpt, **LayersAdapter.from_pretrained_kwargs, dtype="float32")
         except Exception as own:  # noqa: BLE001
-            return Row(model_type, cls, "not built", f"transformers cannot load its own tiny checkpoint ({_line(own)})")
+            return Row(row, cls, "not built", f"transformers cannot load its own tiny checkpoint ({_line(own)})")
         raise
     prompt = adapter.tokenizer(PROMPT)["input_ids"]
     conts = [encode_pair(adapter.tokenizer, PROMPT, c)[1] for c in CONTINUATIONS]
@@ -206,14 +226,14 @@ def check(model_type: str, work: Path, tokenizer_dir: Path) -> Row:
     try:
         references = reference(ckpt, prompt, conts, targets)
     except Exception as exc:  # noqa: BLE001 - transformers cannot build the truncated model here
-        return Row(model_type, cls, "not verified", f"the truncated reference cannot be built ({_line(exc)})", layout)
+        return Row(row, cls, "not verified", f"the truncated reference cannot be built ({_line(exc)})", layout)
     worst_label = worst_text = 0.0
     for t, (ref_label, ref_lse, ref_sums) in enumerate(references):
         worst_label = max(worst_label, float(np.abs(label.logprob[0, t] - ref_label).max()),
                           abs(float(label.logsumexp[0, t]) - ref_lse))
         worst_text = max(worst_text, float(np.abs(text.logprob_sum[0, t, : len(conts)] - ref_sums).max()))
     verdict = "equal" if max(worst_label, worst_text) <= TOLERANCE else "differs"
-    return Row(model_type, cls, verdict, "" if adapter.sequence_layout == "packed" else adapter.layout_reason,
+    return Row(row, cls, verdict, "" if adapter.sequence_layout == "packed" else adapter.layout_reason,
                layout, worst_label, worst_text)
 
 
@@ -254,19 +274,21 @@ def walk(model_types: list[str] | None = None, log=None) -> list[Row]:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     rows = []
+    names = model_types or [*sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), *VARIANTS]
     with tempfile.TemporaryDirectory() as tmp:
-        for mt in model_types or sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        for name in names:
+            mt, variant = (VARIANTS[name][0], name) if name in VARIANTS else (name, None)
+            cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt]
             start = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _budget():
                 try:
-                    rows.append(check(mt, Path(tmp), Path(HUGINN_TOKENIZER)))
+                    rows.append(check(mt, Path(tmp), Path(HUGINN_TOKENIZER), variant))
                 except _OverBudget:
-                    cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt]
-                    rows.append(Row(mt, cls, "not built", f"over this walk's {BUDGET_S} s on its tiny shape"))
+                    rows.append(Row(name, cls, "not built", f"over this walk's {BUDGET_S} s on its tiny shape"))
                 except Exception as exc:  # noqa: BLE001 - an adapter error: the test fails on it
-                    rows.append(Row(mt, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[mt], "error", _line(exc)))
+                    rows.append(Row(name, cls, "error", _line(exc)))
             if log is not None:
-                log(f"{mt}: {rows[-1].verdict} ({time.perf_counter() - start:.1f} s)")
+                log(f"{name}: {rows[-1].verdict} ({time.perf_counter() - start:.1f} s)")
             shutil.rmtree(Path(tmp) / mt, ignore_errors=True)
     return rows
 
@@ -294,6 +316,9 @@ def table(rows: list[Row]) -> str:
         "float32). **refused**: one line, before the weights load where `config.json` decides it. **not built**:",
         "this walk could not build a tiny model of it here (the reason is transformers', not the adapter's);",
         "**not verified**: the adapter loaded it, but transformers could not build the truncated reference.",
+        "The last rows are configurations the defaults do not reach: Falcon with ALiBi and with its new decoder",
+        "architecture, Phi-3 with LongRoPE past `original_max_position_embeddings`, Mistral with a sliding",
+        "window shorter than the prompt.",
         "",
         f"Summary: {summary}.",
         "",
@@ -311,9 +336,13 @@ MARK = ("<!-- layers-registry -->", "<!-- /layers-registry -->")
 def readme_clause(rows: list[Row]) -> str:
     """The README's generated clause: how many of the registry's architectures the walk found
     equal at every depth, and where the table is."""
-    equal = sum(r.verdict == "equal" for r in rows)
-    return (f"{equal} of the {len(rows)} architectures of transformers' causal-LM registry equal the truncated "
-            f"model at every layer: [the table](docs/reference/layers-architectures.md)")
+    registry = [r for r in rows if r.model_type not in VARIANTS]
+    variants = [r for r in rows if r.model_type in VARIANTS]
+    equal = sum(r.verdict == "equal" for r in registry)
+    also = sum(r.verdict == "equal" for r in variants)
+    return (f"{equal} of the {len(registry)} architectures of transformers' causal-LM registry, and {also} of "
+            f"{len(variants)} configurations their defaults do not reach (ALiBi, LongRoPE, ...), equal the "
+            f"truncated model at every layer: [the table](docs/reference/layers-architectures.md)")
 
 
 def with_readme_clause(text: str, rows: list[Row]) -> str:

@@ -50,6 +50,16 @@ def test_the_architectures_researchers_study_are_read_at_every_depth(rows):
     assert rows["llama"].layout == "packed"
 
 
+def test_the_configurations_the_defaults_do_not_reach(rows):
+    """Falcon's ALiBi and new decoder architecture, Phi-3's LongRoPE with the items past its
+    original context, a binding sliding window: each equal, in the layout its positions allow."""
+    for name in layers_registry.VARIANTS:
+        assert rows[name].verdict == "equal", (name, rows[name])
+    assert rows["falcon (alibi)"].layout == "each candidate a row"
+    assert rows["phi3 (longrope)"].layout == "each sequence alone"
+    assert rows["falcon (new decoder)"].layout == rows["mistral (sliding window 8)"].layout == "packed"
+
+
 def test_encoders_and_encoder_decoders_are_refused_before_loading(rows):
     for mt in ("bert", "roberta", "bart", "marian", "whisper"):
         assert rows[mt].verdict == "refused before loading", rows[mt]
