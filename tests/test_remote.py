@@ -410,3 +410,62 @@ def test_info_says_the_size_only_where_the_file_system_can_tell(request, root, k
         assert "unknown (the server lists no files)" in out
     else:
         assert size and size > 0
+
+
+# ------------------------------------------------------------------------------------------
+# depthtraj catalog over S3 and HTTP (issue 50)
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def archive(root, tmp_path_factory) -> Path:
+    """``p.zarr`` and ``miss.zarr`` in a folder of their own, with its catalog file."""
+    arch = tmp_path_factory.mktemp("archive")
+    for name in ("p.zarr", "miss.zarr"):
+        shutil.copytree(root / name, arch / name)
+    code, _, err = _run("catalog", str(arch), "--write")
+    assert code == 0, err
+    return arch
+
+
+def _rows(code, out, err) -> list[dict]:
+    assert code == 0, err
+    return json.loads(out)["rows"]
+
+
+def test_catalog_of_an_s3_prefix_equals_the_local_one(archive, s3_endpoint):
+    """The moto bucket holds the same two stores: the same rows (sizes and fingerprints too), and
+    the catalog file written there is read back without a stale note."""
+    local = _rows(*_run("catalog", str(archive), "-f", "json"))
+    code, out, err = _run("catalog", "s3://stores", "-f", "json", "--write")
+    assert _rows(code, out, err) == local and "wrote s3://stores/depthtraj-catalog.json" in err
+    code, _, err = _run("catalog", "s3://stores/")
+    assert code == 0 and "stale" not in err, err
+
+
+def test_catalog_of_an_http_archive_is_read_through_its_catalog_file(archive, tmp_path):
+    """A server that lists nothing: the stores its catalog file names, read over HTTP, the sizes
+    the file records; without the file, or to write one, one line and exit 2."""
+    local = _rows(*_run("catalog", str(archive), "-f", "json"))
+    server, url = _serve(archive, listing=False)
+    try:
+        code, out, err = _run("catalog", url, "-f", "json")
+        assert _rows(code, out, err) == local
+        assert "the stores are those depthtraj-catalog.json lists" in err
+        code, out, err = _run("catalog", url, "--write")
+        assert code == 2 and err.strip().splitlines() == [
+            f"depthtraj: error: {url}: an HTTP archive is read-only; write the catalog where the stores are made, "
+            "and serve the file with them"]
+    finally:
+        server.shutdown()
+    one, one_url = _serve(archive / "p.zarr", listing=False)  # a store served alone: its rows, size unknown
+    try:
+        assert _rows(*_run("catalog", one_url, "-f", "json")) == [
+            {**r, "store": one_url, "size_bytes": None} for r in local if r["store"] == "p.zarr"]  # no listing
+    finally:
+        one.shutdown()
+    (tmp_path / "stores").mkdir()
+    bare, bare_url = _serve(tmp_path / "stores", listing=False)  # a folder without a catalog file
+    try:
+        code, _, err = _run("catalog", bare_url)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "no depthtraj-catalog.json here" in err, err
+    finally:
+        bare.shutdown()

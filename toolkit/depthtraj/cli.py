@@ -161,6 +161,55 @@ def info(
         typer.echo("\n\n".join("\n".join(info_lines(sm)) for sm in summaries))
 
 
+@app.command(cls=_Command)
+def catalog(
+    prefix: Annotated[str, typer.Argument(metavar="PREFIX", help="A folder, an s3:// prefix or an HTTP archive "
+                                                                  "(through its depthtraj-catalog.json).")],
+    validate: Annotated[bool, typer.Option("--validate", help="Check every store against the data rules too "
+                                                               "(reads every chunk; stores in parallel).")] = False,
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|csv",
+                                        help="A table for people, the catalog document, or CSV.")] = "table",
+    write: Annotated[bool, typer.Option("--write", help="Write depthtraj-catalog.json at the prefix's root: the "
+                                                         "archive's index (an HTTP archive is read through it).")] = False,
+    select: Annotated[list[str], typer.Option(metavar="KEY=VALUE[,VALUE]", help="Keep rows with KEY=VALUE[,VALUE] "
+                                              "(model, family, task, readout, arm, status, depth, T). "
+                                              "Repeatable.")] = [],
+) -> None:
+    """Every store under a prefix, one row per store × task × arm: model, depth kind, T, readout,
+    arm, questions complete/total, format version, size and trust status (the structural rules;
+    the data rules with --validate). Reads metadata only."""
+    import json
+
+    from .analysis.core.inputs import parse_selections
+    from .catalog import CatalogError, build_catalog, catalog_csv, select_rows, write_catalog
+    from .store import check_protocol
+
+    if format not in ("table", "json", "csv"):
+        fail(f"--format must be table, json or csv, got {format!r}")
+    try:
+        selections = parse_selections(select)
+        check_protocol(prefix)
+        doc = build_catalog(prefix, validate=validate)
+        written = write_catalog(prefix, doc) if write else None
+        rows = select_rows(doc["rows"], selections)
+    except (CatalogError, ValueError) as exc:
+        fail(" ".join(str(exc).split()))
+    except Exception as exc:  # noqa: BLE001 - StoreError of check_protocol (a missing fsspec extra)
+        fail(" ".join(str(exc).split()) or type(exc).__name__)
+    for note in doc["notes"]:
+        typer.echo(f"depthtraj: catalog: {note}", err=True)
+    if format == "json":
+        typer.echo(json.dumps({**doc, "rows": rows}, indent=1))
+    elif format == "csv":
+        typer.echo(catalog_csv(rows), nl=False)
+    else:
+        from .catalog import table_lines
+
+        typer.echo("\n".join(table_lines(rows)))
+    if written:
+        typer.echo(f"depthtraj: catalog: wrote {written} ({len(doc['rows'])} rows)", err=True)
+
+
 # The analysis options, shared by ``analyze`` and ``report`` (real metavars in --help).
 StoresArg = Annotated[list[str], typer.Argument(metavar="STORE", help="One or more store paths or fsspec URLs.")]
 GridOpt = Annotated[

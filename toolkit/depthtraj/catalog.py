@@ -1,0 +1,375 @@
+"""``depthtraj catalog PREFIX``: every trajectory store under a folder, an ``s3://`` prefix or an
+HTTP archive, one row per store × task × precision arm (issue 50).
+
+A store is a directory whose ``zarr.json`` is a zarr v3 group with a ``depthtraj`` attribute
+(one whose ``zarr.json`` is not JSON is listed as unreadable); the walk does not descend into a
+zarr node, nor into hidden directories (a writer's temporary ``.NAME.tmp-*``). Only metadata is read: each store's root ``zarr.json`` (its consolidated
+metadata), its small per-question arrays ``complete`` and ``task`` (as ``depthtraj info``
+does), and the structural validation rules; ``validate=True`` adds the data rules (every chunk
+read), store by store in parallel threads.
+
+The catalog file ``depthtraj-catalog.json`` (:data:`CATALOG_FILE`, schema
+``depthtraj.catalog/1``, spec/catalog.md) written at the prefix's root is the archive's index:
+an HTTP server cannot list a directory, so the catalog of an HTTP prefix is read from it. Each
+row carries its store's ``fingerprint`` (the sha256 of the root ``zarr.json`` and the complete
+counts): a store changed since the file was written, or one added or removed, is reported as
+stale.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import hashlib
+import io
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+__all__ = ["CATALOG_FILE", "CATALOG_SCHEMA", "COLUMNS", "CatalogError", "build_catalog", "catalog_csv",
+           "find_stores", "select_rows", "table_lines", "write_catalog"]
+
+#: the catalog file at a prefix's root
+CATALOG_FILE = "depthtraj-catalog.json"
+#: the catalog document's ``schema`` (spec/catalog.md)
+CATALOG_SCHEMA = "depthtraj.catalog/1"
+#: a row's keys, in the table's and the CSV's order
+COLUMNS = ("store", "model", "family", "random_weights", "depth_kind", "lens", "T", "task", "readout",
+           "normalization", "arm", "complete", "total", "format_version", "size_bytes", "status", "rules",
+           "fingerprint")
+#: the keys ``--select`` takes (with the row key each names)
+SELECT_KEYS = {"store": "store", "model": "model", "family": "family", "depth": "depth_kind",
+               "depth_kind": "depth_kind", "task": "task", "readout": "readout", "arm": "arm",
+               "precision": "arm", "status": "status", "T": "T", "normalization": "normalization"}
+_HTTP = ("http", "https")
+
+
+class CatalogError(Exception):
+    """A prefix that cannot be catalogued (one line: the prefix and why)."""
+
+
+def _fs(prefix: str, storage_options: Mapping[str, Any] | None):
+    import fsspec
+
+    try:
+        return fsspec.core.url_to_fs(prefix, **(storage_options or {}))
+    except (ImportError, ValueError) as exc:
+        raise CatalogError(f"{prefix}: {' '.join(str(exc).split())}") from None
+
+
+def _protocol(fs) -> str:
+    p = fs.protocol
+    return p[0] if isinstance(p, (tuple, list)) else p
+
+
+def _url(fs, path: str) -> str:
+    """``path`` of ``fs`` as a URL (local paths stay paths)."""
+    proto = _protocol(fs)
+    if proto in ("file", "local"):
+        return path
+    return fs.unstrip_protocol(path)
+
+
+def _node(fs, directory: str) -> str | None:
+    """``"store"`` (a zarr group with ``depthtraj`` attributes), ``"broken"`` (a ``zarr.json``
+    that cannot be read as JSON: listed, as unreadable), ``"zarr"`` (another zarr node: neither
+    listed nor entered) or None (a plain directory: entered)."""
+    try:
+        raw = fs.cat_file(posixpath.join(directory, "zarr.json"))
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    except OSError:
+        return "broken"
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return "broken"
+    if isinstance(doc, dict) and isinstance((doc.get("attributes") or {}).get("depthtraj"), dict):
+        return "store"
+    return "zarr"
+
+
+def find_stores(prefix: str, *, storage_options: Mapping[str, Any] | None = None,
+                max_depth: int = 8) -> list[str]:
+    """The stores under ``prefix`` (a folder or an ``s3://``-style prefix that lists), sorted; the
+    prefix itself when it is a store. Descends at most ``max_depth`` directories.
+
+    Raises
+    ------
+    CatalogError
+        no such prefix; an HTTP prefix (it cannot list: read its catalog file instead).
+    """
+    fs, root = _fs(prefix, storage_options)
+    if _protocol(fs) in _HTTP:
+        raise CatalogError(f"{prefix}: an HTTP server cannot list its directories; catalog it where it is "
+                           f"written (a folder, s3://) with --write, then its {CATALOG_FILE} is the index")
+    root = root.rstrip("/") or "/"
+    if not fs.exists(root):
+        raise CatalogError(f"{prefix}: no such folder or prefix")
+    if not fs.isdir(root):
+        raise CatalogError(f"{prefix}: a file, not a folder of stores")
+    if _node(fs, root) in ("store", "broken"):
+        return [_url(fs, root)]
+    found: list[str] = []
+    level = [root]
+    for _ in range(max_depth):
+        below = []
+        for directory in level:
+            try:
+                entries = fs.ls(directory, detail=True)
+            except (FileNotFoundError, PermissionError):
+                continue
+            for e in entries:
+                name = e["name"].rstrip("/")
+                if e.get("type") != "directory" or posixpath.basename(name).startswith("."):
+                    continue
+                kind = _node(fs, name)
+                if kind in ("store", "broken"):
+                    found.append(name)
+                elif kind is None:
+                    below.append(name)
+        if not below:
+            break
+        level = sorted(below)
+    return sorted(_url(fs, p) for p in found)
+
+
+def _relative(prefix: str, store: str) -> str:
+    base = prefix.rstrip("/")
+    return store[len(base) + 1:] if store.startswith(base + "/") else store
+
+
+def _fingerprint(store: str, storage_options, info: Mapping[str, Any]) -> str:
+    """sha256 of the root ``zarr.json`` and the complete counts (what changes when a store does)."""
+    fs, root = _fs(store, storage_options)
+    h = hashlib.sha256(fs.cat_file(posixpath.join(root.rstrip("/"), "zarr.json")))
+    h.update(json.dumps([info.get("n_complete"), info.get("tasks")], sort_keys=True).encode())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def _status(store: str, storage_options, level: str) -> tuple[str, list[str]]:
+    """``ok`` | ``warnings`` | ``errors`` (the validation rules at ``level``) and the rule ids."""
+    from .validate import validate_store
+
+    report = validate_store(store, level=level, storage_options=storage_options)
+    errors = sorted({f.rule for f in report.findings if f.severity == "error"})
+    warnings = sorted({f.rule for f in report.findings if f.severity == "warning"})
+    if errors:
+        return "errors", errors + warnings
+    return ("warnings" if warnings else "ok"), warnings
+
+
+def _store_rows(prefix: str, store: str, storage_options, level: str) -> list[dict[str, Any]]:
+    """One store's rows (one row saying why when it cannot be read)."""
+    from .info import store_info
+    from .store import StoreError
+
+    rel = _relative(prefix, store)
+    try:
+        info = store_info(store, storage_options=storage_options)
+        status, rules = _status(store, storage_options, level)
+        fingerprint = _fingerprint(store, storage_options, info)
+    except Exception as exc:  # noqa: BLE001 - any store the archive holds that cannot be read is a row saying why
+        line = " ".join(str(exc).split()) or type(exc).__name__
+        if not isinstance(exc, StoreError):
+            line = f"{type(exc).__name__}: {line}"
+        return [dict.fromkeys(COLUMNS) | {"store": rel, "status": "unreadable", "rules": [line[:300]]}]
+    depth = info.get("depth") or {}
+    lens = (depth.get("lens") or {}).get("kind") if isinstance(depth, dict) else None
+    lens = None if lens in (None, "none") else lens
+    model = info["model"]
+    readout = info["readout"]
+    tasks = info["tasks"] or {"": {"complete": info["n_complete"], "total": info["n_total"]}}
+    rows = []
+    for task, counts in tasks.items():
+        for arm in info["precision"] or [None]:
+            rows.append({
+                "store": rel, "model": model.get("name"), "family": model.get("family"),
+                "random_weights": bool(model.get("random_weights")),
+                "depth_kind": (depth.get("kind") if isinstance(depth, dict) else None) or "recurrence",
+                "lens": lens, "T": info["endpoint"], "task": task or None, "readout": readout["label"],
+                "normalization": readout.get("normalization"), "arm": arm,
+                "complete": counts["complete"], "total": counts["total"],
+                "format_version": info["format_version"], "size_bytes": info["size_bytes"],
+                "status": status, "rules": rules, "fingerprint": fingerprint,
+            })
+    return rows
+
+
+def _read_catalog_file(prefix: str, storage_options) -> dict[str, Any] | None:
+    """The catalog file at ``prefix`` (None when there is none).
+
+    Raises
+    ------
+    CatalogError
+        a file that is not a ``depthtraj.catalog/1`` document.
+    """
+    fs, root = _fs(prefix, storage_options)
+    path = posixpath.join(root.rstrip("/"), CATALOG_FILE)
+    try:
+        raw = fs.cat_file(path)
+    except (FileNotFoundError, OSError):
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise CatalogError(f"{_url(fs, path)}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != CATALOG_SCHEMA or not isinstance(doc.get("rows"), list):
+        raise CatalogError(f"{_url(fs, path)}: not a {CATALOG_SCHEMA} document (its 'schema' is "
+                           f"{doc.get('schema') if isinstance(doc, dict) else None!r})")
+    return doc
+
+
+def build_catalog(prefix: str, *, validate: bool = False, storage_options: Mapping[str, Any] | None = None,
+                  threads: int = 8) -> dict[str, Any]:
+    """The catalog document of ``prefix`` (schema ``depthtraj.catalog/1``, spec/catalog.md):
+    ``rows`` (one per store × task × arm, :data:`COLUMNS`), ``notes`` (a stale catalog file, an
+    HTTP prefix read through its catalog file), ``level`` (``structure``, or ``data`` with
+    ``validate``).
+
+    Raises
+    ------
+    CatalogError
+        no such prefix; no store under it; an HTTP prefix without a catalog file.
+    """
+    fs, root = _fs(prefix, storage_options)
+    previous = _read_catalog_file(prefix, storage_options)
+    notes: list[str] = []
+    base = _url(fs, root.rstrip("/") or "/")  # what the walk's store paths start with
+    if _protocol(fs) in _HTTP and previous is None and _node(fs, root.rstrip("/")) == "store":
+        stores = [base]  # one store served over HTTP: its own catalog
+    elif _protocol(fs) in _HTTP:
+        if previous is None:
+            raise CatalogError(f"{prefix}: an HTTP server cannot list its directories and there is no "
+                               f"{CATALOG_FILE} here: write one where the archive is made (depthtraj catalog "
+                               f"DIR --write) and serve it with the stores")
+        stores = [f"{base}/{s}" for s in dict.fromkeys(r["store"] for r in previous["rows"])]
+        notes.append(f"the stores are those {CATALOG_FILE} lists (an HTTP server cannot list)")
+    else:
+        stores = find_stores(prefix, storage_options=storage_options)
+    if not stores:
+        raise CatalogError(f"{prefix}: no depthtraj store under it (a store is a folder whose zarr.json "
+                           "has the 'depthtraj' attributes)")
+    level = "data" if validate else "structure"
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(stores)))) as pool:
+        per_store = list(pool.map(lambda s: _store_rows(base, s, storage_options, level), stores))
+    rows = [r for rs in per_store for r in rs]
+    if previous is not None and _protocol(fs) in _HTTP:  # a server that lists nothing cannot say a size
+        sizes = {r["store"]: r.get("size_bytes") for r in previous["rows"]}
+        for r in rows:
+            if r.get("size_bytes") is None:
+                r["size_bytes"] = sizes.get(r["store"])
+    if previous is not None:
+        notes.extend(_staleness(previous, rows))
+    from . import __version__
+
+    return {"schema": CATALOG_SCHEMA, "depthtraj_version": __version__, "prefix": prefix,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "level": level, "rows": rows, "notes": notes}
+
+
+def _staleness(previous: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One note per kind of change since the catalog file was written."""
+    old = {r["store"]: r.get("fingerprint") for r in previous["rows"]}
+    new = {r["store"]: r.get("fingerprint") for r in rows}
+    changed = sorted(s for s in old.keys() & new.keys() if old[s] != new[s])
+    added, removed = sorted(new.keys() - old.keys()), sorted(old.keys() - new.keys())
+    when = previous.get("created", "?")
+    notes = []
+    for what, stores in (("changed", changed), ("added", added), ("gone", removed)):
+        if stores:
+            shown = ", ".join(stores[:5]) + (f" and {len(stores) - 5} more" if len(stores) > 5 else "")
+            notes.append(f"{CATALOG_FILE} (written {when}) is stale: {len(stores)} store(s) {what} since: {shown}")
+    return notes
+
+
+def select_rows(rows: Sequence[Mapping[str, Any]], selections: Mapping[str, Sequence[str]]) -> list[dict]:
+    """The rows whose every selected key has one of the given values (compared as text).
+
+    Raises
+    ------
+    ValueError
+        a key that is not one of :data:`SELECT_KEYS`.
+    """
+    for key in selections:
+        if key not in SELECT_KEYS:
+            raise ValueError(f"--select {key}=...: the catalog selects by {', '.join(sorted(set(SELECT_KEYS)))}")
+    return [dict(r) for r in rows
+            if all(str(r.get(SELECT_KEYS[k])) in {str(v) for v in vs} for k, vs in selections.items())]
+
+
+def catalog_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as CSV (:data:`COLUMNS`; ``rules`` joined with spaces)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (" ".join(r.get(k) or []) if k == "rules" else r.get(k)) for k in COLUMNS})
+    return buf.getvalue()
+
+
+def write_catalog(prefix: str, doc: Mapping[str, Any], *, storage_options: Mapping[str, Any] | None = None) -> str:
+    """Write ``doc`` as :data:`CATALOG_FILE` at ``prefix``'s root, whole or not at all (a local
+    file is renamed into place; an object store's put is atomic); returns its URL.
+
+    Raises
+    ------
+    CatalogError
+        an HTTP prefix (read-only); the write failed.
+    """
+    fs, root = _fs(prefix, storage_options)
+    if _protocol(fs) in _HTTP:
+        raise CatalogError(f"{prefix}: an HTTP archive is read-only; write the catalog where the stores are "
+                           "made, and serve the file with them")
+    path = posixpath.join(root.rstrip("/"), CATALOG_FILE)
+    data = (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode()
+    try:
+        if _protocol(fs) in ("file", "local"):
+            import os
+            import tempfile
+
+            fd, tmp = tempfile.mkstemp(prefix=f".{CATALOG_FILE}.", dir=root)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        else:
+            fs.pipe_file(path, data)
+    except OSError as exc:
+        raise CatalogError(f"{_url(fs, path)}: cannot write the catalog ({' '.join(str(exc).split())})") from None
+    return _url(fs, path)
+
+
+def _size_text(n) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "K", "M", "G", "T"):
+        if n < 1024 or unit == "T":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return str(n)
+
+
+def table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rows as a plain-text table for a terminal (one line per row, then a count line): store,
+    model, depth (kind and T), task, readout, arm, N complete/total, format, size, status."""
+    head = ("store", "model", "depth", "task", "readout", "arm", "N", "format", "size", "status")
+    body = []
+    for r in rows:
+        if r.get("status") == "unreadable":
+            body.append((r["store"], "", "", "", "", "", "", "", "", "unreadable: " + (r.get("rules") or [""])[0]))
+            continue
+        depth = f"{r['depth_kind']} T={r['T']}" + (f" ({r['lens']} lens)" if r.get("lens") else "")
+        model = (r.get("model") or "?") + (" [random]" if r.get("random_weights") else "")
+        status = r["status"] + (f" ({', '.join(r['rules'])})" if r.get("rules") else "")
+        body.append((r["store"], model, depth, r.get("task") or "", r.get("readout") or "",
+                     r.get("arm") or "", f"{r['complete']}/{r['total']}", r.get("format_version") or "?",
+                     _size_text(r.get("size_bytes")), status))
+    widths = [max([len(h)] + [len(str(b[i])) for b in body]) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(b, widths)).rstrip() for b in body]
+    stores = len({r["store"] for r in rows})
+    bad = len({r["store"] for r in rows if r.get("status") in ("errors", "unreadable")})
+    lines.append(f"{len(rows)} row(s), {stores} store(s)" + (f", {bad} not trusted" if bad else ""))
+    return lines
