@@ -348,9 +348,10 @@ class Zygote:
 
 #: the ``depthtraj`` command line for tests that run the CLI in a process of its own: the shim
 #: when the suite runs a server (``DEPTHTRAJ_TEST_SHIM``, set by tests/conftest.py), else the
-#: installed entry point
+#: installed console script
+_SCRIPT = Path(sys.executable).parent / "depthtraj"
 CLI: list[str] = ([os.environ["DEPTHTRAJ_TEST_SHIM"]] if os.environ.get("DEPTHTRAJ_TEST_SHIM")
-                  else [sys.executable, "-c", "from depthtraj.cli import main; main()"])
+                  else [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-c", "from depthtraj.cli import main; main()"])
 
 
 if __name__ == "__main__":
