@@ -59,6 +59,16 @@ def _env() -> dict[str, str]:
     return env
 
 
+def pytest_runtest_setup(item):
+    """Under ``make test``, tests/zygote.py's pre-imported server for the pages' command lines
+    (tests/conftest.py wants one; a page run alone, without it, runs the installed ``depthtraj``)."""
+    try:
+        import zygote
+    except ImportError:
+        return
+    zygote.ensure_started(item.config)
+
+
 def _setup(namespace: dict) -> None:
     namespace["_cwd_before"] = os.getcwd()
     namespace["_environ_before"] = dict(os.environ)

@@ -72,31 +72,21 @@ def _wants_zygote(config) -> bool:
 
 
 def _runs_command_lines(item) -> bool:
-    """A documentation page (its bash blocks), a module running ``zygote.CLI``, or the demo store."""
+    """A module running ``zygote.CLI``, or a test of the demo store (docs/conftest.py starts the
+    server for the documentation's pages)."""
     import zygote
 
-    path = Path(str(item.path))
-    return (ROOT / "docs") in path.parents or getattr(getattr(item, "module", None), "CLI", None) is zygote.CLI or (
+    return getattr(getattr(item, "module", None), "CLI", None) is zygote.CLI or (
         "demo_and_layer_store" in getattr(item, "fixturenames", ()))
 
 
 def pytest_runtest_setup(item):
     """The server starts before the first test that runs command lines (its imports take 10 s of
     a core, not spent on a worker that runs none, e.g. in ``make test-capped``)."""
-    config = item.config
-    if getattr(config, "_depthtraj_zygote", None) is not None or not getattr(config, "_depthtraj_zygote_wanted", False):
-        return
-    if not _runs_command_lines(item):
-        return
-    import tempfile
+    if getattr(item.config, "_depthtraj_zygote_wanted", False) and _runs_command_lines(item):
+        import zygote
 
-    import zygote
-
-    root = Path(tempfile.mkdtemp(prefix="dtz-"))  # short: a Unix socket path is at most ~100 bytes
-    config._depthtraj_zygote = zygote.Zygote(root)
-    zygote.CLI[:] = config._depthtraj_zygote.cli  # the list the test modules imported
-    os.environ["DEPTHTRAJ_TEST_SHIM"] = config._depthtraj_zygote.cli[0]
-    os.environ["DEPTHTRAJ_TEST_SHIM_DIR"] = str(config._depthtraj_zygote.bin_dir)
+        zygote.ensure_started(item.config)
 
 
 def pytest_configure(config):

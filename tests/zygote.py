@@ -346,6 +346,21 @@ class Zygote:
         self.proc.wait()
 
 
+def ensure_started(config) -> None:
+    """Start this process's server (once), where tests/conftest.py wants one
+    (``config._depthtraj_zygote_wanted``): point :data:`CLI` and ``$DEPTHTRAJ_TEST_SHIM`` (the
+    tests) and ``$DEPTHTRAJ_TEST_SHIM_DIR`` (the pages' ``PATH``, docs/conftest.py) at its shim."""
+    import tempfile
+
+    if getattr(config, "_depthtraj_zygote", None) is not None or not getattr(config, "_depthtraj_zygote_wanted", False):
+        return
+    root = Path(tempfile.mkdtemp(prefix="dtz-"))  # short: a Unix socket path is at most ~100 bytes
+    config._depthtraj_zygote = zygote = Zygote(root)
+    CLI[:] = zygote.cli  # the list the test modules imported
+    os.environ["DEPTHTRAJ_TEST_SHIM"] = zygote.cli[0]
+    os.environ["DEPTHTRAJ_TEST_SHIM_DIR"] = str(zygote.bin_dir)
+
+
 #: the ``depthtraj`` command line for tests that run the CLI in a process of its own: the shim
 #: when the suite runs a server (``DEPTHTRAJ_TEST_SHIM``, set by tests/conftest.py), else the
 #: installed console script
