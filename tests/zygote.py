@@ -31,7 +31,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 #: environment variables read when the server imports its modules (or by the interpreter at
@@ -211,7 +210,7 @@ def serve(sock_path: str, bin_dir: str) -> None:
                 if pid == 0:  # the command: none of the server's sockets stay open in it
                     for sock in (listener, conn, *by_conn):
                         sock.close()
-                    os.close(sel.fileno()) if hasattr(sel, "fileno") else None
+                    os.close(sel.fileno())  # the server's epoll descriptor
                     _run_child(request, fds)
                 for fd in fds:
                     os.close(fd)
@@ -330,17 +329,11 @@ class Zygote:
 
     @property
     def cli(self) -> list[str]:
+        """The shim's command line."""
         return [str(self.bin_dir / "depthtraj")]
 
-    def wait_ready(self, timeout: float = 120) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and self.proc.poll() is None:
-            if os.path.exists(self.sock):
-                return True
-            time.sleep(0.1)
-        return os.path.exists(self.sock)
-
     def close(self) -> None:
+        """Stop the server (its running children end with their shims)."""
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait()

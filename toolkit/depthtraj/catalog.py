@@ -341,19 +341,11 @@ def write_catalog(prefix: str, doc: Mapping[str, Any], *, storage_options: Mappi
     return _url(fs, path)
 
 
-def _size_text(n) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "K", "M", "G", "T"):
-        if n < 1024 or unit == "T":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return str(n)
-
-
 def table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The rows as a plain-text table for a terminal (one line per row, then a count line): store,
     model, depth (kind and T), task, readout, arm, N complete/total, format, size, status."""
+    from .info import _human
+
     head = ("store", "model", "depth", "task", "readout", "arm", "N", "format", "size", "status")
     body = []
     for r in rows:
@@ -365,7 +357,7 @@ def table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         status = r["status"] + (f" ({', '.join(r['rules'])})" if r.get("rules") else "")
         body.append((r["store"], model, depth, r.get("task") or "", r.get("readout") or "",
                      r.get("arm") or "", f"{r['complete']}/{r['total']}", r.get("format_version") or "?",
-                     _size_text(r.get("size_bytes")), status))
+                     "?" if r.get("size_bytes") is None else _human(r["size_bytes"]), status))
     widths = [max([len(h)] + [len(str(b[i])) for b in body]) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(b, widths)).rstrip() for b in body]
