@@ -89,6 +89,19 @@ def pytest_runtest_setup(item):
         zygote.ensure_started(item.config)
 
 
+@pytest.fixture(autouse=True)
+def _hash_seed_kept():
+    """``PYTHONHASHSEED`` as it was before each test: dask's ``processes`` scheduler sets it to 6640
+    in ``os.environ`` for good (dask/multiprocessing.py), and a worker that kept it would run every
+    later command line through the console script instead of tests/zygote.py's server."""
+    before = os.environ.get("PYTHONHASHSEED")
+    yield
+    if before is None:
+        os.environ.pop("PYTHONHASHSEED", None)
+    else:
+        os.environ["PYTHONHASHSEED"] = before
+
+
 def pytest_configure(config):
     config._depthtraj_core_skips = []  # the marker `shared_data` is registered in pyproject.toml
     _share_the_cores()
