@@ -469,3 +469,35 @@ def test_catalog_of_an_http_archive_is_read_through_its_catalog_file(archive, tm
         assert code == 2 and len(err.strip().splitlines()) == 1 and "no depthtraj-catalog.json here" in err, err
     finally:
         bare.shutdown()
+
+
+# ------------------------------------------------------------------------------------------
+# depthtraj compare over S3 and HTTP (issue 50): the local comparison's rows and exclusions
+# ------------------------------------------------------------------------------------------
+def _compared(*args: str) -> dict:
+    code, out, err = _run("compare", *args, "--bootstrap", "100", "-f", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_compare_over_s3_and_http_equals_the_local_one(archive, s3_endpoint):
+    """The same archive on a moto S3 prefix and on an HTTP server that cannot list (through its
+    catalog file, or the file named): the same rows, byte for byte, and ``miss.zarr`` excluded.
+    Over S3 for the same rule (its missing chunk is listed as missing, DT-DATA-013); over the
+    server that cannot list, the chunk reads as missing values and the pass refuses the store for
+    them (DT-DATA-001), and the admission said what it could not see."""
+    local = _compared(str(archive))
+    assert [r["store"] for r in local["rows"]] and {r["store"] for r in local["rows"]} == {"p.zarr"}
+    assert [e["store"] for e in local["excluded"]] == ["miss.zarr"] and "DT-DATA-013" in local["excluded"][0]["reason"]
+    s3 = _compared("s3://stores")
+    assert (s3["rows"], s3["excluded"]) == (local["rows"], local["excluded"])
+    server, url = _serve(archive, listing=False)
+    try:
+        for source in (url, f"{url}/depthtraj-catalog.json"):
+            http = _compared(source)
+            assert http["rows"] == local["rows"]
+            assert [e["store"] for e in http["excluded"]] == ["miss.zarr"]
+            assert "DT-DATA-001" in http["excluded"][0]["reason"]
+            assert any(NOTE in n for n in http["notes"]), http["notes"]
+    finally:
+        server.shutdown()

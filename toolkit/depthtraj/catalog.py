@@ -29,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 __all__ = ["CATALOG_FILE", "CATALOG_SCHEMA", "COLUMNS", "CatalogError", "build_catalog", "catalog_csv",
-           "find_stores", "select_rows", "table_lines", "write_catalog"]
+           "find_stores", "read_catalog_file", "relative_path", "resolve_sources", "select_rows", "table_lines",
+           "write_catalog"]
 
 #: the catalog file at a prefix's root
 CATALOG_FILE = "depthtraj-catalog.json"
@@ -136,7 +137,8 @@ def find_stores(prefix: str, *, storage_options: Mapping[str, Any] | None = None
     return sorted(_url(fs, p) for p in found)
 
 
-def _relative(prefix: str, store: str) -> str:
+def relative_path(prefix: str, store: str) -> str:
+    """``store``'s path below ``prefix`` (``store`` itself when it is not below it)."""
     base = prefix.rstrip("/")
     return store[len(base) + 1:] if store.startswith(base + "/") else store
 
@@ -166,7 +168,7 @@ def _store_rows(prefix: str, store: str, storage_options, level: str) -> list[di
     from .info import store_info
     from .store import StoreError
 
-    rel = _relative(prefix, store)
+    rel = relative_path(prefix, store)
     try:
         info = store_info(store, storage_options=storage_options)
         status, rules = _status(store, storage_options, level)
@@ -198,7 +200,7 @@ def _store_rows(prefix: str, store: str, storage_options, level: str) -> list[di
     return rows
 
 
-def _read_catalog_file(prefix: str, storage_options) -> dict[str, Any] | None:
+def read_catalog_file(prefix: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The catalog file at ``prefix`` (None when there is none).
 
     Raises
@@ -235,7 +237,7 @@ def build_catalog(prefix: str, *, validate: bool = False, storage_options: Mappi
         no such prefix; no store under it; an HTTP prefix without a catalog file.
     """
     fs, root = _fs(prefix, storage_options)
-    previous = _read_catalog_file(prefix, storage_options)
+    previous = read_catalog_file(prefix, storage_options)
     notes: list[str] = []
     base = _url(fs, root.rstrip("/") or "/")  # what the walk's store paths start with
     if _protocol(fs) in _HTTP and previous is None and _node(fs, root.rstrip("/")) == "store":
@@ -268,6 +270,71 @@ def build_catalog(prefix: str, *, validate: bool = False, storage_options: Mappi
     return {"schema": CATALOG_SCHEMA, "depthtraj_version": __version__, "prefix": prefix,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "level": level, "rows": rows, "notes": notes}
+
+
+def resolve_sources(sources: Sequence[str], *, storage_options: Mapping[str, Any] | None = None
+                    ) -> tuple[list[tuple[str, str]], list[str]]:
+    """``[(label, url)]`` of the stores the sources name, in order, without repeats, and notes.
+
+    A source is a store (a folder whose ``zarr.json`` has the ``depthtraj`` attributes: its
+    label is the source itself), a catalog file (``depthtraj-catalog.json``: the stores it lists,
+    relative to its folder), or a prefix (a folder or an ``s3://`` prefix: every store under it,
+    :func:`depthtraj.catalog.find_stores`; an HTTP prefix: the stores its catalog file lists).
+    The label of a store under a prefix is its path relative to the prefix.
+
+    Raises
+    ------
+    CatalogError
+        no such source; a prefix without stores; a catalog file that is not one.
+    """
+    out: dict[str, str] = {}
+    notes: list[str] = []
+    for source in sources:
+        try:
+            fs, path = _fs(source, storage_options)
+            path = path.rstrip("/") or "/"
+            if posixpath.basename(path) == CATALOG_FILE or (path.endswith(".json") and fs.isfile(path)):
+                prefix = _url(fs, posixpath.dirname(path))
+                doc = read_catalog_file(prefix, storage_options) if posixpath.basename(path) == CATALOG_FILE \
+                    else _catalog_doc(fs, path)
+                if doc is None:
+                    raise CatalogError(f"{source}: no such catalog file")
+                for rel in dict.fromkeys(r["store"] for r in doc["rows"] if r.get("store")):
+                    out.setdefault(rel if len(sources) == 1 else f"{prefix.rstrip('/')}/{rel}",
+                                   f"{prefix.rstrip('/')}/{rel}")
+                continue
+            if _node(fs, path) in ("store", "broken"):
+                out.setdefault(source.rstrip("/"), _url(fs, path))
+                continue
+            if _protocol(fs) in ("http", "https"):
+                doc = read_catalog_file(source, storage_options)
+                if doc is None:
+                    raise CatalogError(f"{source}: an HTTP server cannot list its directories and there is no "
+                                       f"{CATALOG_FILE} here (depthtraj catalog DIR --write, where it is made)")
+                notes.append(f"{source}: the stores its {CATALOG_FILE} lists (an HTTP server cannot list)")
+                base = _url(fs, path)
+                for rel in dict.fromkeys(r["store"] for r in doc["rows"] if r.get("store")):
+                    out.setdefault(rel if len(sources) == 1 else f"{source.rstrip('/')}/{rel}", f"{base}/{rel}")
+                continue
+            base = _url(fs, path)
+            for url in find_stores(source, storage_options=storage_options):
+                rel = relative_path(base, url)
+                out.setdefault(rel if len(sources) == 1 else f"{source.rstrip('/')}/{rel}", url)
+        except FileNotFoundError:
+            raise CatalogError(f"{source}: no such file, folder or prefix") from None
+    if not out:
+        raise CatalogError(f"{' '.join(sources)}: no depthtraj store there")
+    return list(out.items()), notes
+
+
+def _catalog_doc(fs, path: str) -> dict:
+    try:
+        doc = json.loads(fs.cat_file(path))
+    except ValueError as exc:
+        raise CatalogError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != CATALOG_SCHEMA or not isinstance(doc.get("rows"), list):
+        raise CatalogError(f"{path}: not a {CATALOG_SCHEMA} document")
+    return doc
 
 
 def _staleness(previous: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:

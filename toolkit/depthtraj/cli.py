@@ -337,6 +337,91 @@ def analyze(
 
 
 @app.command(cls=_Command)
+def compare(
+    sources: Annotated[list[str], typer.Argument(metavar="PREFIX|CATALOG|STORE", help="Folders, s3:// prefixes, "
+                                                 "HTTP archives (through their depthtraj-catalog.json), catalog "
+                                                 "files or stores.")],
+    grid: Annotated[str, typer.Option(metavar="GRID", help="The grid of W_q: quarter | native | '8,16,24' | "
+                                                           "'4:31'.")] = "quarter",
+    bootstrap: BootstrapOpt = 2000,
+    seed: SeedOpt = 0,
+    level: LevelOpt = 0.95,
+    normalization: Annotated[Optional[str], typer.Option(metavar="char|sum|token|lmeval", help="Answer-text "
+                                                         "stores: recompute the score with this normalisation "
+                                                         "(default: the stored score, as analyze).")] = None,
+    select: Annotated[list[str], typer.Option(metavar="KEY=VALUE[,VALUE]", help="Keep stores with model, family, "
+                                              "readout, depth or store = VALUE; keep questions with task, subject "
+                                              "or K = VALUE. Repeatable.")] = [],
+    scheduler: SchedulerOpt = None,
+    allow_defects: AllowDefectsOpt = False,
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|csv",
+                                        help="A table for people, the comparison document, or CSV.")] = "table",
+    out: Annotated[Optional[Path], typer.Option(metavar="DIR", help="Also write compare.json, compare.csv, "
+                                                "curves.csv and compare.png (accuracy across relative depth) "
+                                                "here.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing non-empty --out DIR.")] = False,
+) -> None:
+    """One comparison across an archive: per store × task × arm, A_T, the best depth and its accuracy, τ and
+    W_q with whole-question intervals, in one dask computation over every store; untrusted stores are
+    excluded and named."""
+    import json
+
+    from .analysis.archive import (CompareError, compare_archive, compare_csv, compare_figure, compare_lines,
+                                   curves_csv)
+    from .outdir import OutputExists, atomic_directory, check_free
+    from .progress import stages
+    from .store import check_protocol
+
+    if format not in ("table", "json", "csv"):
+        fail(f"--format must be table, json or csv, got {format!r}")
+    if out is not None:
+        try:
+            check_free(Path(out), overwrite=overwrite)  # before the computation, not after it
+        except OutputExists as exc:
+            fail(str(exc))
+    with stages("depthtraj compare", terminal=False):
+        try:
+            for source in sources:
+                check_protocol(source)
+            doc = compare_archive(sources, grid=grid, draws=bootstrap, seed=seed, level=level,
+                                  normalization=normalization, select=select, scheduler_spec=scheduler,
+                                  allow_defects=allow_defects)
+        except CompareError as exc:
+            fail(" ".join(str(exc).split()))
+        except Exception as exc:  # noqa: BLE001 - StoreError of check_protocol (a missing fsspec extra)
+            from .store import StoreError
+
+            if not isinstance(exc, StoreError):
+                raise
+            fail(" ".join(str(exc).split()) or type(exc).__name__)
+    for note in doc["notes"]:
+        typer.echo(f"depthtraj: note: {note}", err=True)
+    if format != "table":  # the table ends with them
+        for e in doc["excluded"]:
+            typer.echo(f"depthtraj: excluded {e['store']}: {e['reason']}", err=True)
+    text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+    if out is not None:
+        try:
+            with atomic_directory(Path(out), overwrite=overwrite) as d:
+                (d / "compare.json").write_text(text, encoding="utf-8")
+                (d / "compare.csv").write_text(compare_csv(doc["rows"]), encoding="utf-8")
+                (d / "curves.csv").write_text(curves_csv(doc["rows"]), encoding="utf-8")
+                compare_figure(doc, d / "compare.png")
+        except OutputExists as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot write {out}: {exc.strerror or exc}")
+    if format == "json":
+        typer.echo(text, nl=False)
+    elif format == "csv":
+        typer.echo(compare_csv(doc["rows"]), nl=False)
+    else:
+        typer.echo("\n".join(compare_lines(doc)))
+    if out is not None:
+        typer.echo(f"depthtraj: compare: wrote {out}/compare.json, compare.csv, curves.csv, compare.png", err=True)
+
+
+@app.command(cls=_Command)
 def report(
     stores: StoresArg,
     out: Annotated[Path, typer.Option(metavar="DIR", help="The report directory to write (report.html, report.md, "

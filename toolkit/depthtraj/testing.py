@@ -53,12 +53,13 @@ def synthetic_attrs(
     tasks: Sequence[str] = ("arc_challenge", "mmlu"),
     options_displayed: bool = True,
     seed: int = 0,
+    model: str = "synthetic",
 ) -> StoreAttrs:
-    """Attrs for a synthetic store (model family ``synthetic``)."""
+    """Attrs for a synthetic store (model family ``synthetic``, named ``model``)."""
     arms = [STANDARD_ARMS.get(p) or PrecisionArm(name=p, recurrence_dtype="float32", head_dtype="float32") for p in precision]
     return StoreAttrs(
         model=ModelInfo(
-            name="synthetic",
+            name=model,
             family="synthetic",
             revision="none",
             adapter=AdapterInfo(name="depthtraj.testing", version=__version__),
@@ -193,6 +194,7 @@ def synthetic_store(
     overwrite: bool = True,
     options_displayed: bool = True,
     probes: Sequence[int] | None = None,
+    model: str = "synthetic",
     **dynamics,
 ) -> str:
     """Write a conforming random store and return its path.
@@ -207,11 +209,12 @@ def synthetic_store(
     ``probes`` (anchor depths) adds the §7 probe variables (:func:`synthetic_probes`): random
     positive-semidefinite ``probe_jjt`` and nonlinear moments loosely tied to the store's own
     score increments at each anchor, so the moment and allocation analyses have signal.
+    ``model`` names the model in the attrs (an archive of several synthetic models).
     """
     depths = np.arange(1, endpoint + 1) if depths is None else np.asarray(depths)
     attrs = synthetic_attrs(
         endpoint=int(depths[-1]), readout=readout, precision=precision, tasks=tasks, seed=seed,
-        options_displayed=options_displayed,
+        options_displayed=options_displayed, model=model,
     )
     if probes is not None:
         attrs = attrs.model_copy(update={"probes": Probes(

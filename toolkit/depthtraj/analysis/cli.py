@@ -28,7 +28,7 @@ from .core.scheduler import scheduler
 from .core.tables import json_document, render_csv, render_rich, write_out
 from .sections import load as load_sections
 
-__all__ = ["FORMATS", "SECTIONS", "model_name", "parse_sections", "run_analyze", "scheduler"]
+__all__ = ["FORMATS", "SECTIONS", "arrays_read", "model_name", "parse_sections", "run_analyze", "scheduler"]
 
 FORMATS = ("table", "csv", "json")
 load_sections()
@@ -100,7 +100,7 @@ def _scale_alphas(spec) -> list[float] | None:
         raise ValueError(f"--scale-check: {exc}") from None
 
 
-def _reads(path, sections) -> tuple[str, ...]:
+def arrays_read(path, sections) -> tuple[str, ...]:
     """Arrays besides ``score`` whose values the requested sections read: the answer-text
     components (normalisations, §6 token composition; with ``score``, for DT-DATA-009),
     ``logsumexp`` (§6 vocabulary; its finiteness, as the mass bound needs a second read of
@@ -242,7 +242,7 @@ def compute_analysis(
             # of what the requested tables read beside score
             # (refused unless --allow-defects); incomplete questions excluded, reported below;
             # lazy per-question coordinates, whole analysis chunks
-            ds, adm = open_admitted(path, reads=_reads(path, wanted), allow_defects=allow_defects)
+            ds, adm = open_admitted(path, reads=arrays_read(path, wanted), allow_defects=allow_defects)
             admitted[str(path)] = adm
             opened.append((str(path), ds))
         text = [p for p, ds in opened if readout_info(ds)["kind"] == "text"]

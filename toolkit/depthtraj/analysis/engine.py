@@ -68,13 +68,16 @@ __all__ = [
     "Plan",
     "TableContext",
     "TableSpec",
+    "PreparedStore",
     "analyze_store",
     "compare_stores",
     "companion",
     "comparisons",
     "figures",
     "finish_pass",
+    "finish_store",
     "parts",
+    "prepare_store",
     "register",
     "section_tables",
     "store_pass",
@@ -778,44 +781,43 @@ def needed_parts(wanted: frozenset[int]) -> set[str]:
     return {p for t in tables() if t.section in wanted for p in t.parts}
 
 
-def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DEFAULT_DRAWS, seed: int = 0,
+@dataclass
+class PreparedStore:
+    """One store's analysis, built but not computed (:func:`prepare_store`): ``delayed`` are the
+    dask collections to compute (the pass, the defect counts, the companion passes), the rest
+    is what :func:`finish_store` needs to build the tables from their values."""
+
+    ds: Any
+    grids: list
+    score: Any
+    meta: dict
+    delayed: list
+    companions: list[str]
+    kwargs: dict
+
+
+def prepare_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DEFAULT_DRAWS, seed: int = 0,
                   level: float = 0.95, by: str = "task", selection: dict | None = None,
                   sections: frozenset[int] | None = None, allow_defects: bool = False,
-                  defects: list | None = None, progress=None, **options) -> list[Analysis]:
-    """Every registered table of the default sections (:func:`default_sections`: all but those
-    computed :func:`on_request`, i.e. §7) of one store Dataset for each grid (all grids share one
-    endpoint), or those of ``sections`` only (the pass then runs only the parts those tables
-    read, e.g. no §3 sweep for ``{5}``).
-
-    ``ds`` is already normalised and selected (:mod:`.core.inputs`); ``by`` is a cell grouping
-    of :data:`~.core.inputs.BY`. ``options`` are the parts' options (``windows``, ``alphas``,
-    ...) and the tables' (``permutations``, ``scale_check``). Returns one
-    :class:`~.core.tables.Analysis` per grid. Computes one dask pass over the store on the
-    current dask scheduler (``progress``: a context manager around it).
-
-    The pass also counts the score defects DT-DATA-001/002/003 of the chunks it reads
-    (:func:`depthtraj.trust.score_defects`, no second read); they are appended to ``defects``
-    when a list is given.
+                  defects: list | None = None, progress=None, only: frozenset[str] | None = None,
+                  **options) -> PreparedStore | None:
+    """The lazy half of :func:`analyze_store` (same arguments): the store's pass, defect counts
+    and companion passes as dask collections, so that one ``dask.compute`` can hold many stores
+    (``depthtraj compare``). None when there is no grid.
 
     Raises
     ------
     ValueError
         when the grids disagree on the endpoint or the store has no score layout.
-    depthtraj.trust.UntrustedStore
-        when the scores break a data rule and ``allow_defects`` is false (one line naming the
-        store, the rule and the first breach; computed before any table).
     """
-    import contextlib
-
-    from ..trust import UntrustedStore, defect_line, score_defects, summarize_defects
-    from .core.bootstrap import blas_scope
+    from ..trust import score_defects
     from .sections import load
 
     load()
     wanted = frozenset(sections) if sections is not None else default_sections()
     grids = list(grids)
     if not grids:
-        return []
+        return None
     T = grids[0].endpoint
     if any(g.endpoint != T for g in grids):
         raise ValueError("all grids of one store must share the endpoint")
@@ -825,35 +827,52 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DE
     need = needed_parts(wanted)
     switches = {p.name: p.name in need for p in parts()}
     kw = {k: v for k, v in options.items() if k in pass_opts and k not in switches}
-    with progress or contextlib.nullcontext():
-        delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, ds=ds, **switches, **kw)
-        extra: dict = {}
-        for make in _COMPANIONS.values():
-            extra.update(make(ds=ds, score=score, T=T, draws=draws, seed=seed, by=coord, sections=wanted,
-                              options=dict(options)) or {})
-        # one compute: the defect counts and the companion passes read the very chunks the pass
-        # reads (shared tasks); BLAS on one thread, so the bootstrap sums do not depend on thread
-        # counts (restored after)
-        with blas_scope():
-            values, counted, *companions = compute_together(delayed, score_defects(score), *extra.values())
-        res = finish_pass(values, meta)
-        res.level = level  # every interval read off the pass at the requested coverage
+    delayed, meta = store_pass(score, grids, by=coord, draws=draws, seed=seed, ds=ds, **switches, **kw)
+    extra: dict = {}
+    for make in _COMPANIONS.values():
+        extra.update(make(ds=ds, score=score, T=T, draws=draws, seed=seed, by=coord, sections=wanted,
+                          options=dict(options)) or {})
+    return PreparedStore(
+        ds=ds, grids=grids, score=score, meta=meta, delayed=[delayed, score_defects(score), *extra.values()],
+        companions=list(extra),
+        kwargs=dict(store=store, draws=draws, seed=seed, level=level, by=by, selection=selection, wanted=wanted,
+                    allow_defects=allow_defects, defects=defects, progress=progress, only=only,
+                    options=dict(options), T=T, coord=coord))
+
+
+def finish_store(prepared: PreparedStore, values: Sequence[Any]) -> list[Analysis]:
+    """The tables of a :class:`PreparedStore` from the computed values of its ``delayed`` (in
+    order): one :class:`~.core.tables.Analysis` per grid, as :func:`analyze_store` returns.
+
+    Raises
+    ------
+    depthtraj.trust.UntrustedStore
+        when the scores break a data rule and ``allow_defects`` is false.
+    """
+    from ..trust import UntrustedStore, defect_line, summarize_defects
+
+    k = prepared.kwargs
+    ds, score, grids = prepared.ds, prepared.score, prepared.grids
+    pass_values, counted, *companions = values
+    res = finish_pass(pass_values, prepared.meta)
+    res.level = k["level"]  # every interval read off the pass at the requested coverage
     info = readout_info(ds)
     found = summarize_defects(score, counted, kind=info["kind"])
-    if defects is not None:
-        defects.extend(found)
-    if found and not allow_defects:
-        raise UntrustedStore(defect_line(store or "the store", found, allowed=False))
+    if k["defects"] is not None:
+        k["defects"].extend(found)
+    if found and not k["allow_defects"]:
+        raise UntrustedStore(defect_line(k["store"] or "the store", found, allowed=False))
     model = model_name(ds)
     norm = ds.attrs.get("normalization") or info["normalization"]
     readout = info["label"] + (f" {norm}" if info["kind"] == "text" else "")
-    specs = [t for t in tables() if t.section in wanted]
-    cache: dict = {"progress": progress, **dict(zip(extra, companions))}
+    specs = [t for t in tables() if t.section in k["wanted"] and (k["only"] is None or t.name in k["only"])]
+    cache: dict = {"progress": k["progress"], **dict(zip(prepared.companions, companions))}
+    store, by, draws, seed, options = k["store"], k["by"], k["draws"], k["seed"], k["options"]
     out = []
     for gi, g in enumerate(grids):
         ctx = TableContext(ds=ds, score=score, res=res, grid=g, gi=gi, store=store, model=model, readout=readout,
-                           info=info, by=by, coord=coord, T=T, level=level, seed=seed, options=dict(options),
-                           cache=cache)
+                           info=info, by=by, coord=k["coord"], T=k["T"], level=k["level"], seed=seed,
+                           options=dict(options), cache=cache)
         built, skipped = {}, {}
         for spec in specs:
             if gi > 0 and not spec.per_grid:
@@ -870,18 +889,65 @@ def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DE
         if gi > 0 and not built and not skipped:  # e.g. --sections 5: the grids matter to §3 only
             continue
         if draws > 0:  # every table with intervals says when its population is too small for them
-            sizes = {str(gname): int(res.counts[k].max()) for k, gname in enumerate(res.groups)
+            sizes = {str(gname): int(res.counts[j].max()) for j, gname in enumerate(res.groups)
                      if res.counts.ndim == 2 and res.counts.shape[1]}
             for t in built.values():
                 t.title += small_population_note(t, sizes, by=by)
         out.append(Analysis(
-            store=store, model=model, endpoint=T, grid=g,
+            store=store, model=model, endpoint=k["T"], grid=g,
             n_questions=int(score.sizes[L.QUESTION]), arrangements=int(score.sizes[L.ARRANGEMENT]),
             precision=[str(p) for p in score[L.PRECISION].values.tolist()],
             draws=draws, seed=seed, tables=built, readout=readout,
-            selection=dict(selection or {}), skipped=skipped,
+            selection=dict(k["selection"] or {}), skipped=skipped,
         ))
     return out
+
+
+def analyze_store(ds, grids: Sequence[Grid], *, store: str = "", draws: int = DEFAULT_DRAWS, seed: int = 0,
+                  level: float = 0.95, by: str = "task", selection: dict | None = None,
+                  sections: frozenset[int] | None = None, allow_defects: bool = False,
+                  defects: list | None = None, progress=None, only: frozenset[str] | None = None,
+                  **options) -> list[Analysis]:
+    """Every registered table of the default sections (:func:`default_sections`: all but those
+    computed :func:`on_request`, i.e. §7) of one store Dataset for each grid (all grids share one
+    endpoint), or those of ``sections`` only (the pass then runs only the parts those tables
+    read, e.g. no §3 sweep for ``{5}``), or of those the table names ``only`` (within them).
+
+    ``ds`` is already normalised and selected (:mod:`.core.inputs`); ``by`` is a cell grouping
+    of :data:`~.core.inputs.BY`. ``options`` are the parts' options (``windows``, ``alphas``,
+    ...) and the tables' (``permutations``, ``scale_check``). Returns one
+    :class:`~.core.tables.Analysis` per grid. Computes one dask pass over the store on the
+    current dask scheduler (``progress``: a context manager around it):
+    :func:`prepare_store`, one compute, :func:`finish_store`.
+
+    The pass also counts the score defects DT-DATA-001/002/003 of the chunks it reads
+    (:func:`depthtraj.trust.score_defects`, no second read); they are appended to ``defects``
+    when a list is given.
+
+    Raises
+    ------
+    ValueError
+        when the grids disagree on the endpoint or the store has no score layout.
+    depthtraj.trust.UntrustedStore
+        when the scores break a data rule and ``allow_defects`` is false (one line naming the
+        store, the rule and the first breach; computed before any table).
+    """
+    import contextlib
+
+    from .core.bootstrap import blas_scope
+
+    with progress or contextlib.nullcontext():
+        prepared = prepare_store(ds, grids, store=store, draws=draws, seed=seed, level=level, by=by,
+                                 selection=selection, sections=sections, allow_defects=allow_defects,
+                                 defects=defects, progress=progress, only=only, **options)
+        if prepared is None:
+            return []
+        # one compute: the defect counts and the companion passes read the very chunks the pass
+        # reads (shared tasks); BLAS on one thread, so the bootstrap sums do not depend on thread
+        # counts (restored after)
+        with blas_scope():
+            values = compute_together(*prepared.delayed)
+    return finish_store(prepared, values)
 
 
 def compare_stores(jobs, analyses, wanted: frozenset[int], **options) -> tuple[list[Table], list[str]]:

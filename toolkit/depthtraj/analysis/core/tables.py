@@ -45,6 +45,7 @@ __all__ = [
     "distinct_values",
     "estimate_table",
     "json_document",
+    "json_value",
     "key_columns",
     "lazy_cell_rows",
     "render_csv",
@@ -128,7 +129,7 @@ class Table:
         (``X``, ``X_lo``, ``X_hi`` for interval columns), as the table's CSV."""
         import pandas as pd
 
-        return pd.DataFrame([{k: _json_value(r.get(k)) for k in self.keys()} for r in self.rows], columns=self.keys())
+        return pd.DataFrame([{k: json_value(r.get(k)) for k in self.keys()} for r in self.rows], columns=self.keys())
 
     def to_json(self) -> dict:
         """The table as the JSON document holds it: ``name``, ``title``, the ``columns`` (key,
@@ -143,7 +144,7 @@ class Table:
                  "description": c.description}
                 for c in self.columns
             ],
-            "rows": [{k: _json_value(r.get(k)) for k in self.keys()} for r in self.rows],
+            "rows": [{k: json_value(r.get(k)) for k in self.keys()} for r in self.rows],
         }
 
 
@@ -189,7 +190,9 @@ class Analysis:
         }
 
 
-def _json_value(v):
+def json_value(v):
+    """A value as the analysis documents write it: numpy integers as ``int``, floats to 12
+    significant digits, None for NaN and infinities; anything else unchanged."""
     if v is None:
         return None
     if isinstance(v, (np.integer,)):
@@ -452,7 +455,7 @@ def render_rich(analyses: Sequence[Analysis], file: TextIO, comparisons: Sequenc
 
 
 def _csv_value(v) -> str:
-    v = _json_value(v)
+    v = json_value(v)
     return "" if v is None else str(v)
 
 
@@ -507,12 +510,12 @@ def tidy_rows(analyses: Sequence[Analysis], comparisons: Sequence[Table] = ()) -
                     "cell": next((str(r[k]) for k in cell_keys if r.get(k) is not None), ""),
                     "precision": r.get("precision", ""), "keys": extra}
             for c in values:
-                v = _json_value(r.get(c.key))
+                v = json_value(r.get(c.key))
                 if v is None and not c.interval:
                     continue
                 out.append({**head, "quantity": c.key, "unit": c.unit, "estimate": v,
-                            "lo": _json_value(r.get(f"{c.key}_lo")) if c.interval else None,
-                            "hi": _json_value(r.get(f"{c.key}_hi")) if c.interval else None})
+                            "lo": json_value(r.get(f"{c.key}_lo")) if c.interval else None,
+                            "hi": json_value(r.get(f"{c.key}_hi")) if c.interval else None})
 
     for an in analyses:
         base = {"store": an.store, "model": an.model, "readout": an.readout, "grid": an.grid.name, "T": an.endpoint}
