@@ -182,3 +182,38 @@ def test_errors_are_one_line(archive, args, message):
     code, out, err = _compare(*(a.format(root=archive) for a in args))
     assert code == 2, (out, err)
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------------------------
+# report PREFIX: the archive's index page (its browser test: tests/analysis/test_report_browser.py)
+# ------------------------------------------------------------------------------------------
+def test_report_of_an_archive_is_an_index_with_each_stores_report(archive, tmp_path):
+    import re
+
+    out = tmp_path / "idx"
+    r = CliRunner().invoke(app, ["report", str(archive), "--out", str(out), "--bootstrap", DRAWS, "--all",
+                                 "--sections", "3,4"])
+    assert r.exit_code == 0, r.stderr
+    assert "excluded gamma/miss.zarr" in r.stderr and "3 store report(s)" in r.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["compare.csv", "compare.json", "compare.png", "curves.csv",
+                                                     "index.html", "stores"]
+    doc = json.loads((out / "compare.json").read_text())
+    assert [{**row, "curve": None} for row in doc["rows"]] == [{**row, "curve": None} for row in _doc(archive)["rows"]]
+    page = (out / "index.html").read_text()
+    body = page[page.index("<tbody>"):page.index("</tbody>")]
+    assert body.count("<tr>") == len(doc["rows"]) == 6
+    links = set(re.findall(r'<a href="(stores/[^"]+)">', page))
+    assert links == {f"stores/{s}/report.html" for s in ("alpha/arc.zarr", "beta/text.zarr", "gamma/part.zarr")}
+    for link in links:  # each store's own report, complete
+        assert (out / link).is_file() and (out / link).with_name("analysis.json").is_file()
+    assert "gamma/miss.zarr" in page[page.index('id="excluded"'):]
+    # without --all: no store pages, the command that writes each instead
+    out2 = tmp_path / "idx2"
+    r = CliRunner().invoke(app, ["report", str(archive), "--out", str(out2), "--bootstrap", DRAWS])
+    assert r.exit_code == 0, r.stderr
+    page = (out2 / "index.html").read_text()
+    assert not (out2 / "stores").exists() and '<a href="stores/' not in page
+    assert f"depthtraj report {archive / 'beta' / 'text.zarr'} --out {out2 / 'stores' / 'beta' / 'text.zarr'}" in page
+    # --all on a store, not an archive: one line, exit 2
+    r = CliRunner().invoke(app, ["report", str(archive / "alpha" / "arc.zarr"), "--out", str(tmp_path / "x"), "--all"])
+    assert r.exit_code == 2 and "--all applies to an archive" in r.stderr and not (tmp_path / "x").exists()

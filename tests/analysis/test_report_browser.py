@@ -156,3 +156,63 @@ def test_the_first_screen_answers_first(reports, browser):
     assert rows == 4  # the demo: 2 tasks × 2 arms
     assert table_bottom <= 800 and figure_bottom <= 800, rects
     assert "Random weights" in note and "†" in note
+
+
+# ------------------------------------------------------------------------------------------
+# the archive's index page (issue 50): report PREFIX --out DIR --all
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def archive_index(tmp_path_factory) -> Path:
+    """The index of an archive of four synthetic stores (two models, a text store, one store
+    with a lost chunk, excluded), each trusted store's own report written (``--all``)."""
+    import shutil
+    import warnings
+
+    from depthtraj.cli import app
+    from depthtraj.testing import synthetic_store
+    from typer.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("archive")
+    lab = root / "lab"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        synthetic_store(lab / "model-a" / "arc-mmlu.zarr", 64, endpoint=12, precision=("bf16", "fp32"),
+                        chunk_size=32, seed=1, model="model-a")
+        synthetic_store(lab / "model-b" / "arc-mmlu.zarr", 64, endpoint=24, chunk_size=32, seed=2, model="model-b")
+        synthetic_store(lab / "model-b" / "text.zarr", 48, endpoint=24, readout="text", tasks=("arc_challenge",),
+                        chunk_size=16, seed=3, model="model-b")
+    shutil.copytree(lab / "model-b" / "arc-mmlu.zarr", lab / "model-c-damaged.zarr")
+    shutil.rmtree(lab / "model-c-damaged.zarr" / "score" / "c" / "1")
+    r = CliRunner().invoke(app, ["report", str(lab), "--out", str(root / "idx"), "--all", "--bootstrap", "50",
+                                 "--sections", "3,4"])
+    assert r.exit_code == 0, r.stderr
+    return root / "idx" / "index.html"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_archive_index_reads_at_any_width_and_sorts(archive_index, browser, width, tmp_path):
+    _open(browser, archive_index, width)
+    over = browser.execute_script(_OVERFLOW)
+    assert not over["bad"] and over["scroll"] <= over["vw"] + 1, over
+    assert browser.execute_script(_IMAGES) == []
+    assert browser.execute_script(_LINKS) == []
+    # every link to a store's report is a file that is there
+    hrefs = browser.execute_script("return [...document.querySelectorAll('#compare-table a')].map(a => a.getAttribute('href'))")
+    assert len(hrefs) == 7 and all((archive_index.parent / h).is_file() for h in hrefs)  # rows: 4 + 2 + 1
+    assert "model-c-damaged.zarr" in browser.find_element("id", "excluded").text
+    # sorting: a click on A_T orders the rows by it, highest first; a second click, lowest first
+    col = browser.execute_script("return [...document.querySelectorAll('#compare-table thead th')].findIndex("
+                                 "th => th.textContent.startsWith('A_T'))")
+    read = ("return [...document.querySelectorAll('#compare-table tbody tr')].map(r => "
+            f"parseFloat(r.cells[{col}].getAttribute('data-sort')))")
+    button = browser.find_elements("css selector", "#compare-table thead th button")[col]
+    button.click()
+    values = browser.execute_script(read)
+    assert values == sorted(values, reverse=True) and len(set(values)) > 1, values
+    button.click()
+    assert browser.execute_script(read) == sorted(values)
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    shots = Path(os.environ.get("DEPTHTRAJ_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(shots / f"archive-index-{width}.png"))

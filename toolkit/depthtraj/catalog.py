@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 __all__ = ["CATALOG_FILE", "CATALOG_SCHEMA", "COLUMNS", "CatalogError", "build_catalog", "catalog_csv",
-           "find_stores", "read_catalog_file", "relative_path", "resolve_sources", "select_rows", "table_lines",
+           "find_stores", "read_catalog_file", "relative_path", "resolve_sources", "source_kind", "select_rows", "table_lines",
            "write_catalog"]
 
 #: the catalog file at a prefix's root
@@ -270,6 +270,26 @@ def build_catalog(prefix: str, *, validate: bool = False, storage_options: Mappi
     return {"schema": CATALOG_SCHEMA, "depthtraj_version": __version__, "prefix": prefix,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "level": level, "rows": rows, "notes": notes}
+
+
+def source_kind(source: str, *, storage_options: Mapping[str, Any] | None = None) -> str | None:
+    """What ``source`` names: ``"store"`` (a folder whose ``zarr.json`` has the ``depthtraj``
+    attributes, or one whose ``zarr.json`` cannot be read), ``"catalog"`` (a catalog file),
+    ``"prefix"`` (a folder, ``s3://`` or HTTP prefix that is not a zarr node), or None (nothing
+    there, another zarr node, or it cannot be read: a command's own error then names it)."""
+    try:
+        fs, path = _fs(source, storage_options)
+        path = path.rstrip("/") or "/"
+        if posixpath.basename(path) == CATALOG_FILE or path.endswith(".json"):
+            return "catalog" if fs.isfile(path) else None
+        kind = _node(fs, path)
+        if kind in ("store", "broken"):
+            return "store"
+        if kind is None and (fs.isdir(path) or fs.isfile(posixpath.join(path, CATALOG_FILE))):
+            return "prefix"
+    except Exception:  # noqa: BLE001 - unreadable: not for this function to say why
+        return None
+    return None
 
 
 def resolve_sources(sources: Sequence[str], *, storage_options: Mapping[str, Any] | None = None

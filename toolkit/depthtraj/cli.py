@@ -449,12 +449,29 @@ def report(
         metavar="auto|t|t/T", help="x axis of the first screen's accuracy figure and the per-depth curves: depth t, "
                                    "relative depth t/T, or auto (t/T when the stores' T differ).")] = "auto",
     allow_defects: AllowDefectsOpt = False,
+    all_stores: Annotated[bool, typer.Option("--all", help="An archive (one folder, prefix or catalog file): also "
+                                                           "write every trusted store's own report under "
+                                                           "DIR/stores/.")] = False,
 ) -> None:
     """The paper, regenerated: every table and figure the stores support, in the paper's order, with
     caption, label, population and interval method (Markdown, static HTML, LaTeX and CSV tables, PNG
     figures); one line per item the stores cannot support, naming the store it needs. Answer-text
     stores are analysed under all three normalisations (char, sum, token) unless
-    --normalization says otherwise."""
+    --normalization says otherwise. Given one folder, prefix or catalog file that is not a store: the
+    archive's index page (depthtraj compare's table and figure, sortable, a link per store)."""
+    from .analysis.report.archive import is_archive_source
+
+    if len(stores) == 1 and is_archive_source(stores[0]):
+        from .analysis.report.archive import run_archive_report
+
+        raise typer.Exit(run_archive_report(
+            stores[0], out=out, overwrite=overwrite, all_stores=all_stores, grids=grid, bootstrap=bootstrap,
+            seed=seed, level=level, normalization=normalization, select=select, scheduler_spec=scheduler,
+            allow_defects=allow_defects, endpoint=endpoint or None, by=by, early=early, late=late, step=step,
+            permutations=permutations, scale_check=scale_check, sections=sections or "3,4,5,6,7",
+            allocation_loss=allocation_loss, readout_folds=readout_folds, energy_matching=energy_matching))
+    if all_stores:
+        fail("--all applies to an archive: one folder, s3:// or HTTP prefix, or catalog file that is not a store")
     from .analysis.report import run_report
 
     raise typer.Exit(
