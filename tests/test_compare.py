@@ -112,6 +112,12 @@ def test_same_bytes_on_every_scheduler_and_chunking(archive, tmp_path):
         assert _compare(archive, "--bootstrap", DRAWS, "-f", "json", "--scheduler", spec)[1] == ref, spec
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c:
         assert _compare(archive, "--bootstrap", DRAWS, "-f", "json", "--scheduler", c.scheduler_address)[1] == ref
+    # stores per dask computation: the same document whatever the batch
+    from depthtraj.analysis.archive import compare_archive
+
+    for batch in (1, 2):
+        doc = compare_archive([str(archive)], draws=int(DRAWS), batch_stores=batch)
+        assert json.dumps(doc, indent=1, ensure_ascii=False) + "\n" == ref, batch
     # the same store chunked otherwise: the same numbers (the analysis reads canonical chunks)
     from analysis.stores import rechunk
 

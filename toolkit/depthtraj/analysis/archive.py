@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 __all__ = ["COMPARE_SCHEMA", "ROW_COLUMNS", "CompareError", "compare_archive", "compare_csv", "compare_figure",
@@ -79,6 +80,7 @@ def compare_archive(
     scheduler_spec: str | None = None,
     allow_defects: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    batch_stores: int = 16,
 ) -> dict[str, Any]:
     """The comparison document (schema ``depthtraj.compare/1``; see the module docstring).
 
@@ -100,6 +102,10 @@ def compare_archive(
         no question matches is left out with a note.
     scheduler_spec
         threads (default), processes, synchronous or a dask.distributed address.
+    batch_stores
+        stores per dask computation (each computation spreads its stores' chunks over the
+        scheduler's workers): memory grows with the batch, not with the archive; the numbers do
+        not depend on it.
 
     Returns
     -------
@@ -115,7 +121,7 @@ def compare_archive(
     """
     from .. import __version__
     from .. import layout as L
-    from ..store import StoreError
+    from ..store import StoreError, read_attrs
     from ..trust import UntrustedStore
     from . import engine
     from .cli import arrays_read
@@ -144,70 +150,80 @@ def compare_archive(
     except CatalogError as exc:
         raise CompareError(str(exc)) from None
     excluded: list[dict[str, str]] = []
-    jobs = []  # (label, ds, meta, prepared)
-    for label, url in stores:
-        try:
-            ds, adm = open_admitted(url, reads=arrays_read(url, {3, 4}), allow_defects=allow_defects,
-                                    storage_options=storage_options)
-            info = readout_info(ds)
-            meta = {"store": label, **_store_meta(ds), "readout": info["label"],
-                    "normalization": (normalization or info["normalization"]) if info["kind"] == "text" else None}
-            keep = all(str(meta[STORE_KEYS[k]]) in vs for k, vs in store_sel.items())
-            if not keep:
-                continue
-            if adm is not None:  # incomplete questions excluded, what a server that cannot list hides
-                for line in [adm.exclusion_line() if adm.n_incomplete else "", *adm.notes]:
-                    if line:  # named as the row names the store
-                        notes.append(f"{label}: {line.removeprefix(f'{adm.store}: ')}")
-            if info["kind"] == "text" and normalization is not None:
-                ds = normalized_score(ds, normalization)
+    rows: list[dict[str, Any]] = []
+    compared = 0
+    for first in range(0, len(stores), max(1, int(batch_stores))):
+        # a batch of stores per dask computation: memory is bounded by a batch's chunks and
+        # results, not by the archive (each store's own numbers do not depend on its batch)
+        batch = stores[first:first + max(1, int(batch_stores))]
+        jobs = []  # (label, meta, prepared)
+        for label, url in batch:
             try:
-                ds = select_questions(ds, question_sel)
-            except ValueError as exc:
-                notes.append(f"{label}: left out: {_first_line(exc)}")
+                if store_sel:  # from the attributes alone, before the store is admitted (its arrays read)
+                    attrs = read_attrs(url, storage_options=storage_options)
+                    head = _store_meta(SimpleNamespace(attrs={"depthtraj": attrs}))
+                    head["readout"] = readout_info(SimpleNamespace(attrs={"depthtraj": attrs}))["label"]
+                    if not all(str({**head, "store": label}[STORE_KEYS[k]]) in vs for k, vs in store_sel.items()):
+                        continue
+                ds, adm = open_admitted(url, reads=arrays_read(url, {3, 4}), allow_defects=allow_defects,
+                                        storage_options=storage_options)
+                info = readout_info(ds)
+                meta = {"store": label, **_store_meta(ds), "readout": info["label"],
+                        "normalization": (normalization or info["normalization"]) if info["kind"] == "text" else None}
+                if adm is not None:  # incomplete questions excluded, what a server that cannot list hides
+                    for line in [adm.exclusion_line() if adm.n_incomplete else "", *adm.notes]:
+                        if line:  # named as the row names the store
+                            notes.append(f"{label}: {line.removeprefix(f'{adm.store}: ')}")
+                if info["kind"] == "text" and normalization is not None:
+                    ds = normalized_score(ds, normalization)
+                try:
+                    ds = select_questions(ds, question_sel)
+                except ValueError as exc:
+                    notes.append(f"{label}: left out: {_first_line(exc)}")
+                    continue
+                recorded = [int(t) for t in ds[L.DEPTH].values]
+                g = parse_grid(grid, recorded, int(recorded[-1]))
+                prepared = engine.prepare_store(ds, [g], store=label, draws=draws, seed=seed, level=level, by="task",
+                                                selection=question_sel, sections=frozenset({3, 4}),
+                                                allow_defects=allow_defects, defects=[], only=TABLES)
+            except (StoreError, UntrustedStore, ValueError, OSError) as exc:
+                excluded.append({"store": label, "reason": _first_line(exc).removeprefix(f"{url}: ")})
                 continue
-            recorded = [int(t) for t in ds[L.DEPTH].values]
-            T = int(recorded[-1])
-            g = parse_grid(grid, recorded, T)
-            defects: list = []
-            prepared = engine.prepare_store(ds, [g], store=label, draws=draws, seed=seed, level=level, by="task",
-                                            selection=question_sel, sections=frozenset({3, 4}),
-                                            allow_defects=allow_defects, defects=defects, only=TABLES)
-        except (StoreError, UntrustedStore, ValueError, OSError) as exc:
-            excluded.append({"store": label, "reason": _first_line(exc).removeprefix(f"{url}: ")})
+            jobs.append((label, meta, prepared))
+        if not jobs:
             continue
-        jobs.append((label, ds, meta, prepared))
-    if not jobs:
+        compared += len(jobs)
+        try:
+            with scheduler(scheduler_spec), blas_scope():
+                values = compute_together(*[x for *_, p in jobs for x in p.delayed])
+        except ValueError as exc:
+            raise CompareError(_first_line(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - a chunk that does not decode: name its store and chunk
+            from ..trust import locate_undecodable
+
+            for label, url in batch:
+                bad = locate_undecodable(url, storage_options=storage_options)
+                if bad is not None:
+                    raise CompareError(bad.line(label)) from exc
+            raise
+        pos = 0
+        for label, meta, prepared in jobs:
+            got = values[pos:pos + len(prepared.delayed)]
+            pos += len(prepared.delayed)
+            try:
+                analyses = engine.finish_store(prepared, got)
+            except UntrustedStore as exc:
+                excluded.append({"store": label, "reason": _first_line(exc).removeprefix(f"{label}: ")})
+                continue
+            rows += _rows(analyses[0], meta)
+        del jobs, values
+    if not compared:
         why = "; ".join(f"{e['store']}: {e['reason']}" for e in excluded[:3])
         msg = "no store to compare" + (f" (excluded: {why})" if why else "")
         if selections:
             msg += f"{';' if why else ':'} none of {len(stores) - len(excluded)} trusted store(s) matches --select " + \
                 " ".join(f"{k}={','.join(v)}" for k, v in selections.items())
         raise CompareError(msg)
-    try:
-        with scheduler(scheduler_spec), blas_scope():
-            values = compute_together(*[x for *_, p in jobs for x in p.delayed])
-    except ValueError as exc:
-        raise CompareError(_first_line(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - a chunk that does not decode: name its store and chunk
-        from ..trust import locate_undecodable
-
-        for label, url in stores:
-            bad = locate_undecodable(url)
-            if bad is not None:
-                raise CompareError(bad.line(label)) from exc
-        raise
-    rows: list[dict[str, Any]] = []
-    pos = 0
-    for label, _ds, meta, prepared in jobs:
-        got = values[pos:pos + len(prepared.delayed)]
-        pos += len(prepared.delayed)
-        try:
-            analyses = engine.finish_store(prepared, got)
-        except UntrustedStore as exc:
-            excluded.append({"store": label, "reason": _first_line(exc).removeprefix(f"{label}: ")})
-            continue
-        rows += _rows(analyses[0], meta)
     return {
         "schema": COMPARE_SCHEMA, "depthtraj_version": __version__,
         "sources": list(sources), "stores": len(stores),
