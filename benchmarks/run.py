@@ -17,6 +17,7 @@ BENCHMARKS = {
     "layers_readout.py": {"full": ["--width", "256", "--layers", "8"], "quick": ["--width", "64", "--layers", "4", "--batch", "4", "--repeats", "1"]},
     "lmeval_index.py": {"full": ["--repeats", "3"], "quick": ["--repeats", "1"]},
     "archive_scale.py": {"full": [], "quick": ["--quick"]},
+    "archive_compare.py": {"full": [], "quick": ["--quick"]},
     "smollm2_collection.py": {"full": ["--repeats", "1"], "quick": ["--questions", "4", "--batching", "invariant"]},
 }
 
