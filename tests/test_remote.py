@@ -501,3 +501,16 @@ def test_compare_over_s3_and_http_equals_the_local_one(archive, s3_endpoint):
             assert any(NOTE in n for n in http["notes"]), http["notes"]
     finally:
         server.shutdown()
+
+
+def test_report_of_an_s3_prefix_is_the_local_index(archive, s3_endpoint, tmp_path):
+    """``report s3://stores --out DIR``: the archive's index, its comparison the local one's, each
+    store's report written from S3 with ``--all``."""
+    local = _compared(str(archive))
+    code, out, err = _run("report", "s3://stores", "--out", str(tmp_path / "idx"), "--all", "--bootstrap", "100",
+                          "--sections", "3,4")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "idx" / "compare.json").read_text())
+    assert (doc["rows"], doc["excluded"]) == (local["rows"], local["excluded"])
+    assert (tmp_path / "idx" / "stores" / "p.zarr" / "report.html").is_file()
+    assert 'href="stores/p.zarr/report.html"' in (tmp_path / "idx" / "index.html").read_text()
