@@ -503,14 +503,20 @@ def test_compare_over_s3_and_http_equals_the_local_one(archive, s3_endpoint):
         server.shutdown()
 
 
-def test_report_of_an_s3_prefix_is_the_local_index(archive, s3_endpoint, tmp_path):
-    """``report s3://stores --out DIR``: the archive's index, its comparison the local one's, each
-    store's report written from S3 with ``--all``."""
+def test_report_of_an_s3_or_http_prefix_is_the_local_index(archive, s3_endpoint, tmp_path):
+    """``report PREFIX --out DIR --all`` on the moto bucket and on the HTTP server that cannot list
+    (through its catalog file): the archive's index, its rows the local comparison's, each trusted
+    store's report written from there."""
     local = _compared(str(archive))
-    code, out, err = _run("report", "s3://stores", "--out", str(tmp_path / "idx"), "--all", "--bootstrap", "100",
-                          "--sections", "3,4")
-    assert code == 0, err
-    doc = json.loads((tmp_path / "idx" / "compare.json").read_text())
-    assert (doc["rows"], doc["excluded"]) == (local["rows"], local["excluded"])
-    assert (tmp_path / "idx" / "stores" / "p.zarr" / "report.html").is_file()
-    assert 'href="stores/p.zarr/report.html"' in (tmp_path / "idx" / "index.html").read_text()
+    server, url = _serve(archive, listing=False)
+    try:
+        for name, prefix in (("s3", "s3://stores"), ("http", url)):
+            idx = tmp_path / name
+            code, out, err = _run("report", prefix, "--out", str(idx), "--all", "--bootstrap", "100", "--sections", "3,4")
+            assert code == 0, err
+            doc = json.loads((idx / "compare.json").read_text())
+            assert doc["rows"] == local["rows"] and [e["store"] for e in doc["excluded"]] == ["miss.zarr"], name
+            assert (idx / "stores" / "p.zarr" / "report.html").is_file()
+            assert 'href="stores/p.zarr/report.html"' in (idx / "index.html").read_text()
+    finally:
+        server.shutdown()
