@@ -362,7 +362,7 @@ def compare(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing non-empty --out DIR.")] = False,
 ) -> None:
     """One comparison across an archive: per store × task × arm, A_T, the best depth and its accuracy, τ and
-    W_q with whole-question intervals, in one dask computation over every store; untrusted stores are
+    W_q with whole-question intervals, in dask computations of 16 stores each; untrusted stores are
     excluded and named."""
     import json
 

@@ -2,8 +2,9 @@
 
 Per store × task × precision arm of every trusted store under the given sources (a folder, an
 ``s3://`` prefix, an HTTP archive through its catalog file, a catalog file, or stores), the
-headline quantities of the paper, all from **one** lazily built dask computation over every
-store (a dask.distributed scheduler spreads stores and chunks over its workers):
+headline quantities of the paper, from lazily built dask computations of 16 stores each (a
+dask.distributed scheduler spreads a batch's stores and chunks over its workers; memory is
+bounded by a batch, not by the archive):
 
 * ``A_T`` — endpoint accuracy (%, ``pd:app:tab:text-accuracy``, the ``accuracy`` table);
 * ``A_t`` at every recorded depth t ≤ T (%, ``pd:app:tab:transitions``) and the **best depth**
