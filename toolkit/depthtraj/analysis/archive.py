@@ -355,7 +355,8 @@ def compare_lines(doc: Mapping[str, Any]) -> list[str]:
 def compare_figure(doc: Mapping[str, Any], path) -> str | None:
     """Accuracy A_t (%) across relative depth t/T (``pd:app:tab:transitions``), one line per
     store × arm (colour by model, line style by arm), one panel per task × readout (those that
-    occur), shaded intervals; written as PNG to ``path`` in the house style
+    occur), shaded intervals (up to 20 rows; more bands would hide the lines); written as PNG to
+    ``path`` in the house style
     (:func:`~.core.plotting.save`). Returns the path written, or None when no row has a curve."""
     from .core.plotting import FULL_WIDTH, figure_title, legend_below, pyplot, save
 
@@ -396,7 +397,7 @@ def compare_figure(doc: Mapping[str, Any], path) -> str | None:
         seen.add(model)
         ax.plot(x, [p["A_t"] for p in c], styles[arms.index(r.get("arm") or "") % len(styles)], color=colour[model],
                 lw=1.2, marker="o" if len(x) <= 12 else None, ms=2.5, label=label)
-        if all(p["A_t_lo"] is not None for p in c):
+        if len(rows) <= 20 and all(p["A_t_lo"] is not None for p in c):  # more bands than that hide the lines
             ax.fill_between(x, [p["A_t_lo"] for p in c], [p["A_t_hi"] for p in c], color=colour[model], alpha=0.12,
                             lw=0)
     if len(arms) > 1:  # after every model in the legend (it collects the panels' handles in order)
