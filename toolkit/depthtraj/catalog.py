@@ -209,7 +209,17 @@ def read_catalog_file(prefix: str, storage_options: Mapping[str, Any] | None = N
         a file that is not a ``depthtraj.catalog/1`` document.
     """
     fs, root = _fs(prefix, storage_options)
-    path = posixpath.join(root.rstrip("/"), CATALOG_FILE)
+    return _catalog_at(fs, posixpath.join(root.rstrip("/"), CATALOG_FILE))
+
+
+def _catalog_at(fs, path: str) -> dict[str, Any] | None:
+    """The catalog document in the file ``path`` of ``fs`` (None when there is no such file).
+
+    Raises
+    ------
+    CatalogError
+        a file that is not a ``depthtraj.catalog/1`` document.
+    """
     try:
         raw = fs.cat_file(path)
     except (FileNotFoundError, OSError):
@@ -309,52 +319,40 @@ def resolve_sources(sources: Sequence[str], *, storage_options: Mapping[str, Any
     """
     out: dict[str, str] = {}
     notes: list[str] = []
+
+    def add(where: str, rel: str, url: str) -> None:  # labelled relative to its source when there is one
+        out.setdefault(rel if len(sources) == 1 else f"{where.rstrip('/')}/{rel}", url)
+
     for source in sources:
         try:
             fs, path = _fs(source, storage_options)
             path = path.rstrip("/") or "/"
-            if posixpath.basename(path) == CATALOG_FILE or (path.endswith(".json") and fs.isfile(path)):
-                prefix = _url(fs, posixpath.dirname(path))
-                doc = read_catalog_file(prefix, storage_options) if posixpath.basename(path) == CATALOG_FILE \
-                    else _catalog_doc(fs, path)
+            if path.endswith(".json"):  # a catalog file (depthtraj-catalog.json or another name)
+                base, doc = _url(fs, posixpath.dirname(path)).rstrip("/"), _catalog_at(fs, path)
                 if doc is None:
                     raise CatalogError(f"{source}: no such catalog file")
-                for rel in dict.fromkeys(r["store"] for r in doc["rows"] if r.get("store")):
-                    out.setdefault(rel if len(sources) == 1 else f"{prefix.rstrip('/')}/{rel}",
-                                   f"{prefix.rstrip('/')}/{rel}")
-                continue
-            if _node(fs, path) in ("store", "broken"):
+            elif _node(fs, path) in ("store", "broken"):
                 out.setdefault(source.rstrip("/"), _url(fs, path))
                 continue
-            if _protocol(fs) in ("http", "https"):
-                doc = read_catalog_file(source, storage_options)
+            elif _protocol(fs) in _HTTP:
+                base, doc = _url(fs, path), _catalog_at(fs, posixpath.join(path, CATALOG_FILE))
                 if doc is None:
                     raise CatalogError(f"{source}: an HTTP server cannot list its directories and there is no "
                                        f"{CATALOG_FILE} here (depthtraj catalog DIR --write, where it is made)")
                 notes.append(f"{source}: the stores its {CATALOG_FILE} lists (an HTTP server cannot list)")
+            else:
                 base = _url(fs, path)
-                for rel in dict.fromkeys(r["store"] for r in doc["rows"] if r.get("store")):
-                    out.setdefault(rel if len(sources) == 1 else f"{source.rstrip('/')}/{rel}", f"{base}/{rel}")
+                for url in find_stores(source, storage_options=storage_options):
+                    add(source, relative_path(base, url), url)
                 continue
-            base = _url(fs, path)
-            for url in find_stores(source, storage_options=storage_options):
-                rel = relative_path(base, url)
-                out.setdefault(rel if len(sources) == 1 else f"{source.rstrip('/')}/{rel}", url)
+            where = posixpath.dirname(source.rstrip("/")) if path.endswith(".json") else source
+            for rel in dict.fromkeys(r["store"] for r in doc["rows"] if r.get("store")):
+                add(where, rel, f"{base}/{rel}")
         except FileNotFoundError:
             raise CatalogError(f"{source}: no such file, folder or prefix") from None
     if not out:
         raise CatalogError(f"{' '.join(sources)}: no depthtraj store there")
     return list(out.items()), notes
-
-
-def _catalog_doc(fs, path: str) -> dict:
-    try:
-        doc = json.loads(fs.cat_file(path))
-    except ValueError as exc:
-        raise CatalogError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != CATALOG_SCHEMA or not isinstance(doc.get("rows"), list):
-        raise CatalogError(f"{path}: not a {CATALOG_SCHEMA} document")
-    return doc
 
 
 def _staleness(previous: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -370,7 +370,7 @@ def compare(
                                    curves_csv)
     from .outdir import OutputExists, atomic_directory, check_free
     from .progress import stages
-    from .store import check_protocol
+    from .store import StoreError, check_protocol
 
     if format not in ("table", "json", "csv"):
         fail(f"--format must be table, json or csv, got {format!r}")
@@ -386,13 +386,7 @@ def compare(
             doc = compare_archive(sources, grid=grid, draws=bootstrap, seed=seed, level=level,
                                   normalization=normalization, select=select, scheduler_spec=scheduler,
                                   allow_defects=allow_defects)
-        except CompareError as exc:
-            fail(" ".join(str(exc).split()))
-        except Exception as exc:  # noqa: BLE001 - StoreError of check_protocol (a missing fsspec extra)
-            from .store import StoreError
-
-            if not isinstance(exc, StoreError):
-                raise
+        except (CompareError, StoreError) as exc:  # StoreError: check_protocol (a missing fsspec extra)
             fail(" ".join(str(exc).split()) or type(exc).__name__)
     for note in doc["notes"]:
         typer.echo(f"depthtraj: note: {note}", err=True)

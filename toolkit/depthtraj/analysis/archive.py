@@ -313,16 +313,11 @@ def curves_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _iv(r: Mapping[str, Any], key: str) -> str:
-    v, lo, hi = r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")
-    if v is None:
-        return "–"
-    return f"{v:.1f} [{lo:.1f},{hi:.1f}]" if lo is not None and hi is not None else f"{v:.1f}"
-
-
 def compare_lines(doc: Mapping[str, Any]) -> list[str]:
     """The comparison as a plain-text table for a terminal: one line per row, best A_T first
     within each task and readout, then the excluded stores and a line on the intervals."""
+    from .headlines import interval_text
+
     head = ("store", "model", "task", "readout", "arm", "T", "N", "A_T %", "best t (t/T)", "A_t* %", "τ %",
             f"W_q % ({doc.get('grid')})")
     rows = sorted(doc["rows"], key=lambda r: (str(r.get("task")), str(r.get("readout")), -(r.get("A_T") or -1e9),
@@ -333,8 +328,8 @@ def compare_lines(doc: Mapping[str, Any]) -> list[str]:
         model = (r.get("model") or "?") + (" [random]" if r.get("random_weights") else "")
         best = "–" if r.get("best_depth") is None else f"{r['best_depth']} ({r['best_relative_depth']:.2f})"
         body.append((r["store"], model, r.get("task") or "all", readout, r.get("arm") or "", str(r["T"]),
-                     "" if r.get("n") is None else str(r["n"]), _iv(r, "A_T"), best, _iv(r, "A_best"),
-                     _iv(r, "tau"), _iv(r, "W_q")))
+                     "" if r.get("n") is None else str(r["n"]), interval_text(r, "A_T"), best, interval_text(r, "A_best"),
+                     interval_text(r, "tau"), interval_text(r, "W_q")))
     widths = [max([len(h)] + [len(b[i]) for b in body]) for i, h in enumerate(head)]
     left = 5
     fmt = lambda cells: "  ".join(c.ljust(w) if i < left else c.rjust(w)  # noqa: E731

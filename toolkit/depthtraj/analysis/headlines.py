@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .core.tables import MIN_INTERVAL_N
 
-__all__ = ["headline_lines"]
+__all__ = ["headline_lines", "interval_text"]
 
 #: (table, row key, header, filter on the row) of each headline column, in order.
 COLUMNS = (
@@ -37,7 +37,9 @@ def _cell(row: dict) -> str:
     return str(next((row[k] for k in ("task", "subject", "K", "cell") if row.get(k) is not None), "all"))
 
 
-def _fmt(row: dict, key: str) -> str:
+def interval_text(row: dict, key: str) -> str:
+    """``row[key]`` with its interval as ``12.3 [10.1,14.5]`` (``–`` when missing; the value
+    alone when the row has no interval), one decimal, in the row's own unit."""
     v = row.get(key)
     if v is None:
         return "–"
@@ -61,7 +63,7 @@ def headline_lines(document: dict) -> list[str]:
                 if want is not None and str(r.get(want[0])) != want[1]:
                     continue
                 slot = rows.setdefault((_cell(r), str(r.get("precision", ""))), {})
-                slot[f"{table}.{key}"] = _fmt(r, key)
+                slot[f"{table}.{key}"] = interval_text(r, key)
         head = (f"{an['store']} · {an['model']} · {an['readout']} · T={an['endpoint']} · grid {an['grid']} "
                 f"{{{','.join(str(d) for d in an.get('grid_depths', []))}}} · {an['n_questions']} questions")
         headers = ["cell", "arm", *(c[2] for c in cols)]

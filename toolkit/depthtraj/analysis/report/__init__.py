@@ -42,7 +42,7 @@ from .render import (
     table_csv_text,
 )
 
-__all__ = ["PAPER_ITEMS", "ReportItem", "build_items", "run_report", "summary_line", "write_report"]
+__all__ = ["PAPER_ITEMS", "ReportItem", "build_items", "interval_method", "run_report", "summary_line", "write_report"]
 
 #: The paper's tables and figures in the paper's order: (key, kind, title). The key is the
 #: paper's label, or, for results the paper gives in its text without a label
@@ -141,7 +141,9 @@ class ReportItem:
         return bool(self.label or self.where)
 
 
-def _intervals(document: dict) -> str:
+def interval_method(document: dict) -> str:
+    """The sentence on a document's intervals (its ``bootstrap``: draws, level, seed), as the
+    report and the archive's index say it."""
     b = document["bootstrap"]
     if not b.get("draws"):
         return "point estimates only (no bootstrap: --bootstrap 0)"
@@ -259,7 +261,7 @@ def build_items(computed, figure_dir: Path, *, relative: bool | None = False) ->
 
     load()
     document = computed.document
-    intervals = _intervals(document)
+    intervals = interval_method(document)
     by_name = _store_tables(computed, document)
     # by paper label, and by name for the results the paper gives without one (TEXT_ITEMS)
     table_specs = {**{t.name: t for t in engine.tables()}, **{t.label: t for t in engine.tables() if t.label}}
@@ -474,7 +476,7 @@ def _meta_of(item: ReportItem, document: dict) -> tuple[str, str]:
     covers every question of every store and says nothing."""
     b = item.display
     if b is None:
-        return "", (_intervals(document) if item.figures else "")
+        return "", (interval_method(document) if item.figures else "")
     analyses = document.get("analyses", [])
     stores = {str(an["store"]) for an in analyses}
     models = {str(an["model"]) for an in analyses}
@@ -509,7 +511,7 @@ def _common_intervals(items, document: dict) -> str:
     from collections import Counter
 
     ivs = Counter(i for item in items if item.written for _, i in [_meta_of(item, document)] if i)
-    return ivs.most_common(1)[0][0] if ivs else _intervals(document)
+    return ivs.most_common(1)[0][0] if ivs else interval_method(document)
 
 
 def _part(item: ReportItem) -> str:
@@ -572,7 +574,7 @@ def _glance(computed, figure_dir: Path, stores: dict[str, str], *, relative: boo
 
     document = computed.document
     table = glance_table(document, computed.store_attrs)
-    block = block_of(table, name="glance", stem="glance", analysis=None, intervals=_intervals(document),
+    block = block_of(table, name="glance", stem="glance", analysis=None, intervals=interval_method(document),
                      stores=stores, fold=False)  # every column, constant or not: the first screen says it all
     random = random_weight_models(computed.store_attrs)
     figures = [str(Path("figures") / Path(p).name) for p in

@@ -80,14 +80,6 @@ def _cells(r: Mapping[str, Any], page: str | None) -> list[dict[str, str]]:
     return out
 
 
-def _intervals(doc: Mapping[str, Any]) -> str:
-    b = doc.get("bootstrap", {})
-    if not b.get("draws"):
-        return "none (--bootstrap 0)"
-    return (f"{b.get('level', 0.95):.0%} whole-question percentile intervals, {b['draws']} Poisson bootstrap draws, "
-            f"seed {b.get('seed', 0)}")
-
-
 def write_archive_report(doc: Mapping[str, Any], out: Path, *, source: str, pages: Mapping[str, str] | None = None,
                          commands: Mapping[str, str] | None = None) -> Path:
     """Write the index of an archive's comparison ``doc`` (:func:`depthtraj.analysis.archive.
@@ -101,6 +93,7 @@ def write_archive_report(doc: Mapping[str, Any], out: Path, *, source: str, page
     from markupsafe import Markup
 
     from ..archive import compare_csv, compare_figure, curves_csv
+    from . import interval_method
 
     out = Path(out)
     pages, commands = dict(pages or {}), dict(commands or {})
@@ -137,7 +130,7 @@ def write_archive_report(doc: Mapping[str, Any], out: Path, *, source: str, page
                   if st not in pages and st in commands],
         rows=[[{**c, "html": Markup(c["html"])} for c in r] for r in body],
         figure=Path(figure).name if figure else None, grid=doc.get("grid", "quarter"),
-        intervals=_intervals(doc), excluded=doc.get("excluded", []), archive_notes=doc.get("notes", []),
+        intervals=interval_method(doc), excluded=doc.get("excluded", []), archive_notes=doc.get("notes", []),
         all_written=all(r["store"] in pages for r in doc["rows"]),
         css=Markup((base / "report.css").read_text(encoding="utf-8")),
         js=Markup((base / "report.js").read_text(encoding="utf-8")),
